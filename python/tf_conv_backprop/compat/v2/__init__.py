@@ -1,0 +1,1 @@
+from tf_conv_backprop.compat.v2 import nn  # noqa: F401

@@ -1,0 +1,9 @@
+"""All six gradient functions under TF's names (v1 and v2 spellings)."""
+from tf_conv_backprop._wrappers import (  # noqa: F401
+    conv2d_backprop_filter,
+    conv2d_backprop_input,
+    depthwise_conv2d_backprop_filter,
+    depthwise_conv2d_backprop_input,
+    depthwise_conv2d_native_backprop_filter,
+    depthwise_conv2d_native_backprop_input,
+)

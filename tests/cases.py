@@ -1,0 +1,216 @@
+"""Random configurations of the four ops and how to run them three ways: our op,
+TF's built-in op and the NumPy float64 reference. Shared by the parity tests and
+`make report`."""
+import dataclasses
+import random
+
+import numpy as np
+import tensorflow as tf
+
+import reference
+import tf_conv_backprop as tcb
+from tf_conv_backprop._ops import BY_KEY
+
+# Relative-error budget ||ours - ref|| / ||ref||, reference from the same rounded inputs.
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
+DTYPES = tuple(TOLERANCE)
+FORMATS = ("NHWC", "NCHW")
+PADDINGS = ("SAME", "VALID", "EXPLICIT")
+
+_OURS = {
+    "conv2d_input": tcb.compat.v1.nn.conv2d_backprop_input,
+    "conv2d_filter": tcb.compat.v1.nn.conv2d_backprop_filter,
+    "depthwise_input": tcb.nn.depthwise_conv2d_backprop_input,
+    "depthwise_filter": tcb.nn.depthwise_conv2d_backprop_filter,
+}
+_REFERENCE = {
+    "conv2d_input": reference.conv2d_backprop_input,
+    "conv2d_filter": reference.conv2d_backprop_filter,
+    "depthwise_input": reference.depthwise_backprop_input,
+    "depthwise_filter": reference.depthwise_backprop_filter,
+}
+
+
+@dataclasses.dataclass
+class Case:
+    op: str
+    dtype: str
+    data_format: str
+    padding: str
+    batch: int
+    in_rows: int
+    in_cols: int
+    in_depth: int
+    filter_rows: int
+    filter_cols: int
+    out_channels: int  # conv2d: out_depth; depthwise: depth multiplier
+    strides: tuple = (1, 1)
+    dilations: tuple = (1, 1)
+    pads: tuple = (0, 0, 0, 0)  # EXPLICIT: top, bottom, left, right
+    two_element_sizes: bool = False  # Conv2DBackpropInput's (rows, cols) input_sizes
+    seed: int = 0
+
+    @property
+    def spec(self):
+        return BY_KEY[self.op]
+
+    def _order(self, n, h, w, c):
+        return [n, h, w, c] if self.data_format == "NHWC" else [n, c, h, w]
+
+    def _spatial(self, rows, cols):
+        return self._order(1, rows, cols, 1)
+
+    @property
+    def strides4(self):
+        return self._spatial(*self.strides)
+
+    @property
+    def dilations4(self):
+        return self._spatial(*self.dilations)
+
+    @property
+    def out_depth(self):
+        return self.in_depth * self.out_channels if self.spec.depthwise else self.out_channels
+
+    def out_size(self):
+        t, b, l, r = self.pads
+        rows = reference.output_size(self.in_rows, self.filter_rows, self.strides[0],
+                                     self.dilations[0], self.padding, t, b)[0]
+        cols = reference.output_size(self.in_cols, self.filter_cols, self.strides[1],
+                                     self.dilations[1], self.padding, l, r)[0]
+        return rows, cols
+
+    @property
+    def input_shape(self):
+        return self._order(self.batch, self.in_rows, self.in_cols, self.in_depth)
+
+    @property
+    def filter_shape(self):
+        return [self.filter_rows, self.filter_cols, self.in_depth, self.out_channels]
+
+    @property
+    def out_backprop_shape(self):
+        return self._order(self.batch, *self.out_size(), self.out_depth)
+
+    @property
+    def explicit_paddings(self):
+        if self.padding != "EXPLICIT":
+            return []
+        t, b, l, r = self.pads
+        return sum(self._order([0, 0], [t, b], [l, r], [0, 0]), [])
+
+    @property
+    def tf_padding(self):
+        """The Python `padding` argument: a string, or [before, after] pairs."""
+        if self.padding != "EXPLICIT":
+            return self.padding
+        p = self.explicit_paddings
+        return [p[i:i + 2] for i in range(0, 8, 2)]
+
+    def __str__(self):
+        return (f"{self.op} {self.dtype} {self.data_format} {self.padding} pads={self.pads} "
+                f"in={self.input_shape} filter={self.filter_shape} dy={self.out_backprop_shape} "
+                f"strides={self.strides} dilations={self.dilations} "
+                f"two_element={self.two_element_sizes} seed={self.seed}")
+
+
+def sample_case(op, dtype, data_format, padding, dilated, seed):
+    """A random valid configuration; `dilated` forces a dilation > 1 on some axis."""
+    rng = random.Random(seed)
+    depthwise = BY_KEY[op].depthwise
+    while True:
+        dil = (1, 1)
+        if dilated:
+            dil = (rng.randint(1, 3), rng.randint(1, 3))
+            if dil == (1, 1):
+                dil = (rng.choice((1, 2)), 2)
+        case = Case(
+            op=op, dtype=dtype, data_format=data_format, padding=padding,
+            batch=rng.randint(1, 3),
+            in_rows=rng.randint(1, 11), in_cols=rng.randint(1, 11),
+            in_depth=rng.randint(1, 20 if depthwise else 6),
+            filter_rows=rng.randint(1, 4), filter_cols=rng.randint(1, 4),
+            out_channels=rng.randint(1, 3) if depthwise else rng.randint(1, 6),
+            strides=(rng.randint(1, 3), rng.randint(1, 3)), dilations=dil,
+            pads=tuple(rng.randint(0, 3) for _ in range(4)) if padding == "EXPLICIT" else (0, 0, 0, 0),
+            two_element_sizes=(op == "conv2d_input" and rng.random() < 0.2),
+            seed=seed)
+        try:
+            if min(case.out_size()) >= 1:
+                return case
+        except ValueError:
+            pass  # negative output size: draw again
+
+
+def make_arrays(case):
+    """float64 inputs already rounded to the case's dtype (the reference sees the
+    same values as the ops)."""
+    rng = np.random.default_rng(case.seed)
+    round_to = lambda a: tf.cast(tf.cast(a, case.dtype), tf.float64).numpy()  # noqa: E731
+    return {
+        "input": round_to(rng.standard_normal(case.input_shape)),
+        "filter": round_to(rng.standard_normal(case.filter_shape)),
+        "out_backprop": round_to(rng.standard_normal(case.out_backprop_shape)),
+    }
+
+
+def _args(case, arrays, as_tensor):
+    spec = case.spec
+    if spec.computes == "input":
+        sizes = case.input_shape
+        if case.two_element_sizes:
+            sizes = [case.in_rows, case.in_cols]
+        first = tf.constant(sizes, tf.int32) if as_tensor else sizes
+        second = arrays["filter"]
+    else:
+        first = arrays["input"]
+        second = tf.constant(case.filter_shape, tf.int32) if as_tensor else case.filter_shape
+    dy = arrays["out_backprop"]
+    if as_tensor:
+        cast = lambda a: tf.cast(a, case.dtype) if not isinstance(a, tf.Tensor) else a  # noqa: E731
+        first, second, dy = cast(first), cast(second), cast(dy)
+    return first, second, dy
+
+
+def run_with(fn, case, arrays):
+    """Calls a function with TF's signature (ours or TF's) and returns float64 numpy."""
+    first, second, dy = _args(case, arrays, as_tensor=True)
+    out = fn(first, second, dy, strides=case.strides4, padding=case.tf_padding,
+             data_format=case.data_format, dilations=case.dilations4)
+    return tf.cast(out, tf.float64).numpy()
+
+
+def run_ours(case, arrays):
+    return run_with(_OURS[case.op], case, arrays)
+
+
+def run_tf(case, arrays):
+    return run_with(case.spec.tf_reference, case, arrays)
+
+
+def run_reference(case, arrays):
+    first, second, dy = _args(case, arrays, as_tensor=False)
+    return _REFERENCE[case.op](first, second, dy, case.strides4, case.padding,
+                               case.explicit_paddings, case.data_format, case.dilations4)
+
+
+def rel_error(got, ref):
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    if got.shape != ref.shape:
+        return float("inf")
+    if not np.all(np.isfinite(got)):
+        return float("nan")
+    denom = np.linalg.norm(ref)
+    diff = np.linalg.norm(got - ref)
+    return float(diff / denom) if denom > 0 else float(diff)
+
+
+def within(err, dtype, factor=1.0):
+    """NaN never passes."""
+    return err == err and err <= TOLERANCE[dtype] * factor
+
+
+def tf_is_trusted(case):
+    """TF's built-in computes the wrong gradient for dilated depthwise convolutions
+    (it ignores `dilations`), so it is no oracle there."""
+    return not (case.spec.depthwise and case.dilations != (1, 1))

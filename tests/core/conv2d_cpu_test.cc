@@ -1,0 +1,260 @@
+// Standalone test of the dense conv2d gradient kernels (no TensorFlow): random
+// geometries (strides, dilations, asymmetric and oversized pads, 1x1, tiny
+// outputs, a few big enough for several col tiles), float and double, 1-3
+// threads, outputs pre-filled with NaN, compared with the naive reference; with
+// 2-3 threads each kernel runs twice under different parallel_for schedules and
+// the results must be bitwise equal.
+//
+// `conv2d_cpu_test --bench` also times one layer (not a test).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/core/naive_reference.h"
+#include "tf_ops/core/cpu_kernels.h"
+
+namespace {
+
+using tf_conv_backprop::ConvGeometry;
+using tf_conv_backprop::CpuContext;
+namespace cpu = tf_conv_backprop::cpu;
+namespace naive = tf_conv_backprop::naive;
+
+constexpr uint64_t kBaseSeed = 20240611;
+constexpr int kConfigs = 300;
+
+// parallel_for on fresh std::threads. `dynamic` hands out single units from a
+// shared counter, otherwise each thread gets one contiguous chunk: the same
+// kernel sees two different splits of every range.
+CpuContext MakeContext(int threads, bool dynamic) {
+  CpuContext ctx;
+  ctx.num_threads = threads;
+  if (threads <= 1) return ctx;
+  ctx.parallel_for = [threads, dynamic](int64_t total, int64_t, const CpuContext::Range& fn) {
+    std::vector<std::thread> pool;
+    std::atomic<int64_t> next{0};
+    for (int t = 0; t < threads; ++t) {
+      if (dynamic) {
+        pool.emplace_back([&] {
+          for (int64_t i = next.fetch_add(1); i < total; i = next.fetch_add(1)) fn(i, i + 1);
+        });
+      } else {
+        const int64_t b = total * t / threads, e = total * (t + 1) / threads;
+        if (b < e) pool.emplace_back([&fn, b, e] { fn(b, e); });
+      }
+    }
+    for (std::thread& th : pool) th.join();
+  };
+  return ctx;
+}
+
+// TF's output size for explicit pads; false where the dilated filter does not fit.
+bool MakeGeometry(int64_t batch, int64_t in_rows, int64_t in_cols, int64_t cin, int64_t cout,
+                  int64_t kh, int64_t kw, int64_t sr, int64_t sc, int64_t dr, int64_t dc,
+                  int64_t pt, int64_t pb, int64_t pl, int64_t pr, ConvGeometry* g) {
+  *g = ConvGeometry();
+  g->batch = batch;
+  g->in_rows = in_rows, g->in_cols = in_cols, g->in_depth = cin;
+  g->filter_rows = kh, g->filter_cols = kw;
+  g->out_depth = cout;
+  g->stride_rows = sr, g->stride_cols = sc;
+  g->dilation_rows = dr, g->dilation_cols = dc;
+  g->pad_top = pt, g->pad_bottom = pb, g->pad_left = pl, g->pad_right = pr;
+  const int64_t span_rows = in_rows + pt + pb - g->eff_filter_rows();
+  const int64_t span_cols = in_cols + pl + pr - g->eff_filter_cols();
+  if (span_rows < 0 || span_cols < 0) return false;
+  g->out_rows = span_rows / sr + 1;
+  g->out_cols = span_cols / sc + 1;
+  g->input_elements = batch * in_rows * in_cols * cin;
+  g->filter_elements = kh * kw * cin * cout;
+  g->out_backprop_elements = batch * g->out_rows * g->out_cols * cout;
+  return true;
+}
+
+// Config i: every 10th a 1x1 stride-1 unpadded filter (the pure-GEMM path),
+// every 10th+1 a tiny image with large pads (small outputs, taps that never
+// land), every 50th+2 one big enough for several col tiles and shards with
+// several tiles; the rest fully random.
+ConvGeometry RandomGeometry(int i, std::mt19937_64& rng) {
+  auto pick = [&rng](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  ConvGeometry g;
+  for (;;) {
+    bool ok;
+    if (i % 10 == 0) {
+      ok = MakeGeometry(pick(1, 3), pick(1, 12), pick(1, 12), pick(1, 20), pick(1, 20), 1, 1, 1, 1,
+                        pick(1, 3), pick(1, 3), 0, 0, 0, 0, &g);
+    } else if (i % 10 == 1) {
+      ok = MakeGeometry(pick(1, 3), pick(1, 4), pick(1, 4), pick(1, 20), pick(1, 20), pick(1, 5),
+                        pick(1, 5), pick(1, 3), pick(1, 3), pick(1, 3), pick(1, 3), pick(2, 4),
+                        pick(2, 4), pick(2, 4), pick(2, 4), &g);
+    } else if (i % 50 == 2) {
+      ok = MakeGeometry(2, pick(24, 32), pick(24, 32), pick(40, 64), pick(16, 48), 3, 3,
+                        pick(1, 2), 1, 1, pick(1, 2), 1, 1, 1, 1, &g);
+    } else {
+      ok = MakeGeometry(pick(1, 3), pick(1, 16), pick(1, 16), pick(1, 20), pick(1, 20), pick(1, 5),
+                        pick(1, 5), pick(1, 3), pick(1, 3), pick(1, 3), pick(1, 3), pick(0, 4),
+                        pick(0, 4), pick(0, 4), pick(0, 4), &g);
+    }
+    if (ok) return g;
+  }
+}
+
+std::string Describe(const ConvGeometry& g) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "N=%lld in=%lldx%lldx%lld filter=%lldx%lld out=%lldx%lldx%lld stride=%lld,%lld "
+                "dilation=%lld,%lld pads(t,b,l,r)=%lld,%lld,%lld,%lld",
+                (long long)g.batch, (long long)g.in_rows, (long long)g.in_cols,
+                (long long)g.in_depth, (long long)g.filter_rows, (long long)g.filter_cols,
+                (long long)g.out_rows, (long long)g.out_cols, (long long)g.out_depth,
+                (long long)g.stride_rows, (long long)g.stride_cols, (long long)g.dilation_rows,
+                (long long)g.dilation_cols, (long long)g.pad_top, (long long)g.pad_bottom,
+                (long long)g.pad_left, (long long)g.pad_right);
+  return buf;
+}
+
+// ||a - b|| / ||b||; NaN anywhere in a makes it NaN, which fails every check.
+template <typename A>
+double RelativeError(const std::vector<A>& a, const std::vector<double>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    diff += d * d;
+    norm += b[i] * b[i];
+  }
+  if (norm == 0) return diff == 0 ? 0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+struct Tally {
+  int passed = 0, failed = 0;
+};
+
+// One op, one thread count: NaN-filled output, error vs reference, and with
+// threads > 1 a second run under the other schedule that must match bitwise.
+template <typename A, typename Kernel>
+void Check(const char* op, const ConvGeometry& g, uint64_t seed, int threads, size_t size,
+           const std::vector<double>& ref, Kernel kernel, Tally* tally) {
+  const double tol = sizeof(A) == 4 ? 1e-5 : 1e-12;
+  std::vector<A> out(size, std::numeric_limits<A>::quiet_NaN());
+  kernel(MakeContext(threads, false), out.data());
+  const double err = RelativeError(out, ref);
+  bool ok = err <= tol;
+  bool same = true;
+  if (threads > 1) {
+    std::vector<A> again(size, std::numeric_limits<A>::quiet_NaN());
+    kernel(MakeContext(threads, true), again.data());
+    same = std::memcmp(out.data(), again.data(), size * sizeof(A)) == 0;
+    ok = ok && same;
+  }
+  if (ok) {
+    ++tally->passed;
+    return;
+  }
+  ++tally->failed;
+  std::printf("FAIL %s<%s> seed=%llu threads=%d rel_err=%.3g (tol %.0e)%s\n  %s\n", op,
+              sizeof(A) == 4 ? "float" : "double", (unsigned long long)seed, threads, err, tol,
+              same ? "" : " not bitwise reproducible", Describe(g).c_str());
+}
+
+template <typename A>
+void CheckConfig(const ConvGeometry& g, uint64_t seed, Tally* tally) {
+  std::mt19937_64 rng(seed ^ (sizeof(A) == 4 ? 0x5eed : 0xd0b1e));
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  auto random_vector = [&](int64_t n) {
+    std::vector<A> v(n);
+    for (A& e : v) e = static_cast<A>(uniform(rng));
+    return v;
+  };
+  const std::vector<A> x = random_vector(g.input_elements);
+  const std::vector<A> w = random_vector(g.filter_elements);
+  const std::vector<A> dy = random_vector(g.out_backprop_elements);
+  const std::vector<double> ref_dx = naive::Gradient(g, true, w.data(), dy.data());
+  const std::vector<double> ref_dw = naive::Gradient(g, false, x.data(), dy.data());
+  for (int threads = 1; threads <= 3; ++threads) {
+    Check<A>("Conv2DBackpropInputNhwc", g, seed, threads, g.input_elements, ref_dx,
+             [&](const CpuContext& ctx, A* out) {
+               cpu::Conv2DBackpropInputNhwc<A>(ctx, g, w.data(), dy.data(), out);
+             },
+             tally);
+    Check<A>("Conv2DBackpropFilterNhwc", g, seed, threads, g.filter_elements, ref_dw,
+             [&](const CpuContext& ctx, A* out) {
+               cpu::Conv2DBackpropFilterNhwc<A>(ctx, g, x.data(), dy.data(), out);
+             },
+             tally);
+  }
+}
+
+// Single-threaded and 2-thread GFLOP/s of both float kernels on one layer.
+void Bench() {
+  struct Layer {
+    const char* name;
+    int64_t n, hw, cin, cout, k, pad;
+  };
+  const Layer layers[] = {{"N=8 56x56 64->64 3x3 s1 SAME", 8, 56, 64, 64, 3, 1},
+                          {"N=8 56x56 64->64 1x1 s1", 8, 56, 64, 64, 1, 0}};
+  for (const Layer& l : layers) {
+    ConvGeometry g;
+    MakeGeometry(l.n, l.hw, l.hw, l.cin, l.cout, l.k, l.k, 1, 1, 1, 1, l.pad, l.pad, l.pad, l.pad,
+                 &g);
+    std::mt19937_64 rng(kBaseSeed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> x(g.input_elements), w(g.filter_elements), dy(g.out_backprop_elements);
+    for (float& e : x) e = uniform(rng);
+    for (float& e : w) e = uniform(rng);
+    for (float& e : dy) e = uniform(rng);
+    std::vector<float> dx(x.size()), dw(w.size());
+    const double flops = 2.0 * g.batch * g.out_rows * g.out_cols * g.filter_rows * g.filter_cols *
+                         g.in_depth * g.out_depth;
+    for (int threads : {1, 2}) {
+      const CpuContext ctx = MakeContext(threads, false);
+      auto time = [&](auto fn) {
+        fn();  // warm-up
+        double best = 1e30;
+        for (int rep = 0; rep < 5; ++rep) {
+          const auto t0 = std::chrono::steady_clock::now();
+          fn();
+          best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                                    .count());
+        }
+        return best;
+      };
+      const double t_bi = time([&] {
+        cpu::Conv2DBackpropInputNhwc<float>(ctx, g, w.data(), dy.data(), dx.data());
+      });
+      const double t_bf = time([&] {
+        cpu::Conv2DBackpropFilterNhwc<float>(ctx, g, x.data(), dy.data(), dw.data());
+      });
+      std::printf("bench %s, %d thread(s): BI %.2f ms %.1f GFLOP/s, BF %.2f ms %.1f GFLOP/s\n",
+                  l.name, threads, t_bi * 1e3, flops / t_bi * 1e-9, t_bf * 1e3,
+                  flops / t_bf * 1e-9);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Tally tally;
+  for (int i = 0; i < kConfigs; ++i) {
+    const uint64_t seed = kBaseSeed + i;
+    std::mt19937_64 rng(seed);
+    const ConvGeometry g = RandomGeometry(i, rng);
+    CheckConfig<float>(g, seed, &tally);
+    CheckConfig<double>(g, seed, &tally);
+  }
+  std::printf("%d passed, %d failed\n", tally.passed, tally.failed);
+  if (argc > 1 && std::string(argv[1]) == "--bench") Bench();
+  return tally.failed == 0 ? 0 : 1;
+}

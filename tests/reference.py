@@ -1,0 +1,228 @@
+"""Independent NumPy (float64) oracle for Conv2D / DepthwiseConv2dNative and their
+input/filter gradients, following TensorFlow's semantics (TF_SEMANTICS.md 2e).
+
+Everything is computed in NHWC internally; NCHW arguments are transposed in and out.
+Filters are [KH, KW, Cin, Cout] (depthwise [KH, KW, C, M], output channel c*M + m).
+The only loops are over the KH*KW filter taps: for every tap the inputs it touches
+form one strided slice of a zero-padded buffer.
+"""
+import numpy as np
+
+__all__ = [
+    "output_size", "forward_conv2d",
+    "conv2d_backprop_input", "conv2d_backprop_filter",
+    "depthwise_backprop_input", "depthwise_backprop_filter",
+]
+
+
+def _tdiv(a, b):
+    """C++ integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def output_size(in_size, k, stride, dilation, padding, pad_before=0, pad_after=0):
+    """TF's GetWindowedOutputSizeVerbose: returns (out, pad_before, pad_after)."""
+    if stride <= 0:
+        raise ValueError(f"Stride must be > 0, but got {stride}")
+    if dilation < 1:
+        raise ValueError(f"Dilation rate must be >= 1, but got {dilation}")
+    eff = (k - 1) * dilation + 1
+    if padding == "VALID":
+        out, pad_before, pad_after = _tdiv(in_size - eff + stride, stride), 0, 0
+    elif padding == "EXPLICIT":
+        if pad_before < 0 or pad_after < 0:
+            raise ValueError("explicit paddings must be non-negative")
+        out = _tdiv(in_size + pad_before + pad_after - eff + stride, stride)
+    elif padding == "SAME":
+        out = _tdiv(in_size + stride - 1, stride)
+        need = max(0, (out - 1) * stride + eff - in_size)
+        pad_before = need // 2
+        pad_after = need - pad_before
+    else:
+        raise ValueError(f"unknown padding {padding!r}")
+    if out < 0:
+        raise ValueError(f"Computed output size would be negative: {out} [input_size: "
+                         f"{in_size}, effective_filter_size: {eff}, stride: {stride}]")
+    return out, pad_before, pad_after
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _f64(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+def _to_nhwc(a, data_format):
+    return a if data_format == "NHWC" else np.transpose(a, (0, 2, 3, 1))
+
+
+def _from_nhwc(a, data_format):
+    return a if data_format == "NHWC" else np.transpose(a, (0, 3, 1, 2))
+
+
+def _nhwc_shape(shape, data_format):
+    n, a, b, c = (int(s) for s in shape)
+    return (n, a, b, c) if data_format == "NHWC" else (n, b, c, a)
+
+
+def _geometry(in_hw, k_hw, strides, padding, explicit_paddings, data_format, dilations):
+    """Per spatial dim (H, W): (in, k, stride, dilation, out, pad_before)."""
+    if data_format not in ("NHWC", "NCHW"):
+        raise ValueError(f"unknown data_format {data_format!r}")
+    if len(strides) != 4 or len(dilations) != 4:
+        raise ValueError("strides and dilations must have 4 elements")
+    sp = (1, 2) if data_format == "NHWC" else (2, 3)       # spatial dims in data_format order
+    nc = (0, 3) if data_format == "NHWC" else (0, 1)
+    if any(strides[i] != 1 for i in nc) or any(dilations[i] != 1 for i in nc):
+        raise ValueError("strides/dilations in the batch and depth dimensions must be 1")
+    if padding == "EXPLICIT":
+        ep = [int(p) for p in explicit_paddings]
+        if len(ep) != 8:
+            raise ValueError("explicit_paddings must have 8 elements")
+        if any(ep[2 * i] or ep[2 * i + 1] for i in nc):
+            raise ValueError("explicit padding of the batch and depth dimensions must be 0")
+    elif len(explicit_paddings):
+        raise ValueError("explicit_paddings is only allowed with EXPLICIT padding")
+    geo = []
+    for j, d in enumerate(sp):
+        pb, pa = (ep[2 * d], ep[2 * d + 1]) if padding == "EXPLICIT" else (0, 0)
+        out, pb, _ = output_size(in_hw[j], k_hw[j], strides[d], dilations[d], padding, pb, pa)
+        geo.append((in_hw[j], k_hw[j], strides[d], dilations[d], out, pb))
+    return geo
+
+
+def _buffer_len(g):
+    """Length of a zero-padded buffer covering the input and every tap position."""
+    n_in, k, s, d, out, pb = g
+    return max(pb + n_in, (out - 1) * s + (k - 1) * d + 1 if out > 0 else 0)
+
+
+def _tap_slice(g, t):
+    """Slice into the padded buffer of the positions filter tap t touches, one per output."""
+    _, _, s, d, out, _ = g
+    if out == 0:
+        return slice(0, 0)
+    return slice(t * d, t * d + (out - 1) * s + 1, s)
+
+
+def _taps(geo):
+    gh, gw = geo
+    for kh in range(gh[1]):
+        for kw in range(gw[1]):
+            yield kh, kw, (slice(None), _tap_slice(gh, kh), _tap_slice(gw, kw), slice(None))
+
+
+def _padded(x, geo):
+    gh, gw = geo
+    n, h, w, c = x.shape
+    buf = np.zeros((n, _buffer_len(gh), _buffer_len(gw), c))
+    buf[:, gh[5]:gh[5] + h, gw[5]:gw[5] + w, :] = x
+    return buf
+
+
+def _check_dy(dy, n, geo, out_c):
+    want = (n, geo[0][4], geo[1][4], out_c)
+    if dy.shape != want:
+        raise ValueError(f"out_backprop has shape {dy.shape} (NHWC), expected {want}")
+
+
+def _input_shape(input_sizes, dy_nhwc, w, data_format):
+    sizes = [int(s) for s in np.asarray(input_sizes).reshape(-1)]
+    if len(sizes) == 2:                      # (H, W) form
+        return (dy_nhwc.shape[0], sizes[0], sizes[1], w.shape[2])
+    if len(sizes) != 4:
+        raise ValueError("input_sizes must have 2 or 4 elements")
+    return _nhwc_shape(sizes, data_format)
+
+
+# ----------------------------------------------------------------------------- ops
+
+def forward_conv2d(x, w, strides, padding, explicit_paddings=(), data_format="NHWC",
+                   dilations=(1, 1, 1, 1), depthwise=False):
+    x = _to_nhwc(_f64(x), data_format)
+    w = _f64(w)
+    n, h, wd, c = x.shape
+    kh_, kw_, ci, m = w.shape
+    if ci != c:
+        raise ValueError(f"input depth {c} != filter in depth {ci}")
+    geo = _geometry((h, wd), (kh_, kw_), strides, padding, explicit_paddings, data_format, dilations)
+    out_c = c * m if depthwise else m
+    y = np.zeros((n, geo[0][4], geo[1][4], out_c))
+    xp = _padded(x, geo)
+    for kh, kw, sl in _taps(geo):
+        patch = xp[sl]                                          # (N, OH, OW, C)
+        if depthwise:
+            y += (patch[..., :, None] * w[kh, kw]).reshape(y.shape)
+        else:
+            y += np.einsum("nhwc,co->nhwo", patch, w[kh, kw])
+    return _from_nhwc(y, data_format)
+
+
+def _backprop_input(input_sizes, w, dy, strides, padding, explicit_paddings, data_format,
+                    dilations, depthwise):
+    w = _f64(w)
+    dy = _to_nhwc(_f64(dy), data_format)
+    n, h, wd, c = _input_shape(input_sizes, dy, w, data_format)
+    kh_, kw_, ci, m = w.shape
+    if ci != c:
+        raise ValueError(f"input depth {c} != filter in depth {ci}")
+    geo = _geometry((h, wd), (kh_, kw_), strides, padding, explicit_paddings, data_format, dilations)
+    _check_dy(dy, n, geo, c * m if depthwise else m)
+    dxp = np.zeros((n, _buffer_len(geo[0]), _buffer_len(geo[1]), c))
+    if depthwise:
+        dy = dy.reshape(dy.shape[:3] + (c, m))
+    for kh, kw, sl in _taps(geo):
+        # Within one tap the touched positions are distinct, so += on the view is exact.
+        if depthwise:
+            dxp[sl] += np.einsum("nhwcm,cm->nhwc", dy, w[kh, kw])
+        else:
+            dxp[sl] += np.einsum("nhwo,co->nhwc", dy, w[kh, kw])
+    ph, pw = geo[0][5], geo[1][5]
+    return _from_nhwc(dxp[:, ph:ph + h, pw:pw + wd, :], data_format)
+
+
+def _backprop_filter(x, filter_sizes, dy, strides, padding, explicit_paddings, data_format,
+                     dilations, depthwise):
+    x = _to_nhwc(_f64(x), data_format)
+    dy = _to_nhwc(_f64(dy), data_format)
+    kh_, kw_, ci, m = (int(s) for s in np.asarray(filter_sizes).reshape(-1))
+    n, h, wd, c = x.shape
+    if ci != c:
+        raise ValueError(f"input depth {c} != filter in depth {ci}")
+    geo = _geometry((h, wd), (kh_, kw_), strides, padding, explicit_paddings, data_format, dilations)
+    _check_dy(dy, n, geo, c * m if depthwise else m)
+    dw = np.zeros((kh_, kw_, ci, m))
+    xp = _padded(x, geo)
+    if depthwise:
+        dy = dy.reshape(dy.shape[:3] + (c, m))
+    for kh, kw, sl in _taps(geo):
+        if depthwise:
+            dw[kh, kw] = np.einsum("nhwc,nhwcm->cm", xp[sl], dy)
+        else:
+            dw[kh, kw] = np.einsum("nhwc,nhwo->co", xp[sl], dy)
+    return dw
+
+
+def conv2d_backprop_input(input_sizes, filter, out_backprop, strides, padding,
+                          explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
+    return _backprop_input(input_sizes, filter, out_backprop, strides, padding,
+                           explicit_paddings, data_format, dilations, depthwise=False)
+
+
+def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding,
+                           explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
+    return _backprop_filter(input, filter_sizes, out_backprop, strides, padding,
+                            explicit_paddings, data_format, dilations, depthwise=False)
+
+
+def depthwise_backprop_input(input_sizes, filter, out_backprop, strides, padding,
+                             explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
+    return _backprop_input(input_sizes, filter, out_backprop, strides, padding,
+                           explicit_paddings, data_format, dilations, depthwise=True)
+
+
+def depthwise_backprop_filter(input, filter_sizes, out_backprop, strides, padding,
+                              explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
+    return _backprop_filter(input, filter_sizes, out_backprop, strides, padding,
+                            explicit_paddings, data_format, dilations, depthwise=True)

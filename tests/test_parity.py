@@ -1,0 +1,67 @@
+"""Parity over the configuration matrix: op x dtype x layout x padding x (dilation
+1, > 1), several random geometries per cell. Every case is checked against the
+NumPy float64 reference, and against TF's built-in wherever TF's CPU kernel
+accepts the case (and computes the right thing)."""
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cases import (DTYPES, FORMATS, PADDINGS, Case, make_arrays, rel_error, run_ours,
+                   run_reference, run_tf, sample_case, tf_is_trusted, within)
+from tf_conv_backprop._ops import OPS
+
+CASES_PER_CELL = 3
+CELLS = list(itertools.product([op.key for op in OPS], DTYPES, FORMATS, PADDINGS, (False, True)))
+PARAMS = [(cell_index * 100 + i, *cell) for cell_index, cell in enumerate(CELLS)
+          for i in range(CASES_PER_CELL)]
+# Errors with which TF's built-in CPU kernels turn down a configuration they lack.
+TF_REJECTS = (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, tf.errors.AbortedError)
+
+
+@pytest.mark.parametrize("seed,op,dtype,data_format,padding,dilated", PARAMS)
+def test_parity(seed, op, dtype, data_format, padding, dilated):
+    case = sample_case(op, dtype, data_format, padding, dilated, seed)
+    arrays = make_arrays(case)
+    ours = run_ours(case, arrays)
+    err = rel_error(ours, run_reference(case, arrays))
+    assert within(err, dtype), f"{case}: relative error vs reference {err}"
+    if not tf_is_trusted(case):
+        return
+    try:
+        theirs = run_tf(case, arrays)
+    except TF_REJECTS:
+        return  # TF's CPU kernel lacks this configuration; the reference still judged it
+    err_tf = rel_error(ours, theirs)
+    assert within(err_tf, dtype, factor=2), f"{case}: relative difference vs TF {err_tf}"
+
+
+EMPTY = [
+    # (what is empty, Case overrides)
+    ("batch", dict(batch=0)),
+    ("rows", dict(in_rows=0, padding="SAME")),
+    ("in_depth", dict(in_depth=0)),
+    ("out_channels", dict(out_channels=0)),
+    ("filter_rows", dict(filter_rows=0, padding="SAME")),
+]
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("op", [op.key for op in OPS])
+@pytest.mark.parametrize("what,overrides", EMPTY, ids=[e[0] for e in EMPTY])
+def test_empty_tensors(what, overrides, op, data_format):
+    """An empty input, filter or out_backprop gives a zero gradient of the right shape."""
+    base = dict(op=op, dtype="float32", data_format=data_format, padding="VALID", batch=2,
+                in_rows=5, in_cols=4, in_depth=3, filter_rows=2, filter_cols=2, out_channels=2)
+    case = Case(**{**base, **overrides})
+    arrays = make_arrays(case)
+    ours = run_ours(case, arrays)
+    expected = case.input_shape if case.spec.computes == "input" else case.filter_shape
+    assert list(ours.shape) == expected, f"{case}"
+    assert not np.any(ours), f"{case}: expected zeros"
+    np.testing.assert_array_equal(ours, run_reference(case, arrays))
+
+
+def test_matrix_size():
+    assert len(PARAMS) >= 500

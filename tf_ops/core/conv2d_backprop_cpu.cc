@@ -1,0 +1,280 @@
+// Dense conv2d gradients on the CPU (NHWC, float and double): Eigen GEMMs around
+// an im2col / col2im over tiles of output pixels.
+//
+// View the filter as a row-major [K x Cout] matrix W with K = KH*KW*Cin, rows in
+// (kh, kw, ci) order. For a tile of P output pixels, let col be the [P x K] matrix
+// whose row p holds the input values tap (kh, kw, ci) of pixel p reads in the
+// forward pass (zero where the tap falls outside the image). Then y = col * W, so
+//   input grad:  col_grad[P x K] = dy[P x Cout] * W^T, and each col_grad element
+//                is added into the dx element it was read from (col2im);
+//   filter grad: dW[K x Cout] = sum over tiles of col^T * dy.
+// With a 1x1 filter, stride 1 and no padding, col is x itself and both gradients
+// become a single GEMM each.
+//
+// Reproducibility: the shape of every GEMM and the order of every sum depend only
+// on the geometry and ctx.num_threads, never on how parallel_for splits a range.
+// That includes the pixel tiling: Eigen's GEMM may sum a row in a different order
+// depending on where it falls in a register panel, so tiles are fixed up front and
+// a thread only ever receives whole tiles.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "tf_ops/core/cpu_kernels.h"
+
+namespace tf_conv_backprop {
+namespace cpu {
+namespace {
+
+template <typename A>
+using RowMatrix = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename A>
+using MatrixMap = Eigen::Map<RowMatrix<A>>;
+template <typename A>
+using ConstMatrixMap = Eigen::Map<const RowMatrix<A>>;
+
+// Aligned scratch, so Eigen sees the same alignment on every run (its
+// matrix-vector path peels unaligned leading elements, which reorders the sum).
+template <typename A>
+using Scratch = std::vector<A, Eigen::aligned_allocator<A>>;
+
+// A col tile this size stays in L2 between the GEMM that writes it and the
+// col2im (or the GEMM) that reads it.
+constexpr int64_t kColBytes = int64_t{1} << 20;
+// But never fewer pixels than this: each GEMM call repacks its filter-sized
+// operand (input grad) or reads and writes all of dW (filter grad), which has
+// to be amortised over enough pixels.
+constexpr int64_t kMinTileRows = 64;
+// Cap on the filter gradient's per-shard partial sums; large filters use fewer
+// shards rather than hundreds of MiB of scratch.
+constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// First element of shard s when `total` elements are split into `shards`
+// near-equal contiguous parts (no overflow for any int64 total).
+int64_t ShardStart(int64_t total, int64_t shards, int64_t s) {
+  return s * (total / shards) + std::min(s, total % shards);
+}
+
+// Pixels per col tile of `width` columns.
+template <typename A>
+int64_t TileRows(int64_t width, int64_t max_rows) {
+  const int64_t rows =
+      std::max(kColBytes / (width * static_cast<int64_t>(sizeof(A))), kMinTileRows);
+  return std::max<int64_t>(1, std::min(rows, max_rows));
+}
+
+// col == x: a 1x1 filter reading every input pixel exactly once, in order.
+bool IsPointwise(const ConvGeometry& g) {
+  return g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 && g.stride_cols == 1 &&
+         g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0 &&
+         g.out_rows == g.in_rows && g.out_cols == g.in_cols;
+}
+
+// Writes rows [0, rows) of col ([rows x KH*KW*Cin]) for the output pixels
+// [first, first + rows), counted over the whole batch.
+template <typename A>
+void Im2Col(const ConvGeometry& g, const A* x, int64_t first, int64_t rows, A* col) {
+  const int64_t cin = g.in_depth;
+  const int64_t out_pixels = g.out_rows * g.out_cols;
+  const int64_t row_width = g.filter_cols * cin;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = (first + r) / out_pixels, p = (first + r) % out_pixels;
+    const int64_t ih0 = (p / g.out_cols) * g.stride_rows - g.pad_top;
+    const int64_t iw0 = (p % g.out_cols) * g.stride_cols - g.pad_left;
+    const A* x_n = x + n * g.in_rows * g.in_cols * cin;
+    A* dst = col + r * g.filter_rows * row_width;
+    for (int64_t kh = 0; kh < g.filter_rows; ++kh, dst += row_width) {
+      const int64_t ih = ih0 + kh * g.dilation_rows;
+      if (ih < 0 || ih >= g.in_rows) {
+        std::fill_n(dst, row_width, A(0));
+        continue;
+      }
+      for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+        const int64_t iw = iw0 + kw * g.dilation_cols;
+        A* d = dst + kw * cin;
+        if (iw < 0 || iw >= g.in_cols) {
+          std::fill_n(d, cin, A(0));
+        } else {
+          std::copy_n(x_n + (ih * g.in_cols + iw) * cin, cin, d);
+        }
+      }
+    }
+  }
+}
+
+// Adds col ([rows x KH*KW*cb], pixels [first, first + rows) of one image) into
+// that image's dx, whose channels [c0, c0 + cb) start at dx_n (pixel stride Cin).
+template <typename A>
+void Col2Im(const ConvGeometry& g, const A* col, int64_t first, int64_t rows, int64_t cb, A* dx_n) {
+  const int64_t cin = g.in_depth;
+  const int64_t width = g.filter_rows * g.filter_cols * cb;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t p = first + r;
+    const int64_t ih0 = (p / g.out_cols) * g.stride_rows - g.pad_top;
+    const int64_t iw0 = (p % g.out_cols) * g.stride_cols - g.pad_left;
+    const A* src_row = col + r * width;
+    for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+      const int64_t ih = ih0 + kh * g.dilation_rows;
+      if (ih < 0 || ih >= g.in_rows) continue;
+      for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+        const int64_t iw = iw0 + kw * g.dilation_cols;
+        if (iw < 0 || iw >= g.in_cols) continue;
+        A* d = dx_n + (ih * g.in_cols + iw) * cin;
+        const A* s = src_row + (kh * g.filter_cols + kw) * cb;
+        for (int64_t c = 0; c < cb; ++c) d[c] += s[c];
+      }
+    }
+  }
+}
+
+// dx = dy * W^T. Pixels are independent here, so fixed pixel tiles are
+// race-free units of work; they are large to amortise packing W.
+template <typename A>
+void PointwiseInputGrad(const CpuContext& ctx, const ConvGeometry& g, const A* w, const A* dy,
+                        A* dx) {
+  const int64_t cin = g.in_depth, cout = g.out_depth;
+  const int64_t pixels = g.batch * g.in_rows * g.in_cols;
+  const int64_t tile =
+      std::min(pixels, std::max<int64_t>(256, CeilDiv(pixels, 4 * int64_t{ctx.num_threads})));
+  const ConstMatrixMap<A> wm(w, cin, cout);
+  ctx.For(CeilDiv(pixels, tile), tile * cin * cout, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t p0 = t * tile, rows = std::min(tile, pixels - p0);
+      MatrixMap<A>(dx + p0 * cin, rows, cin).noalias() =
+          ConstMatrixMap<A>(dy + p0 * cout, rows, cout) * wm.transpose();
+    }
+  });
+}
+
+}  // namespace
+
+template <typename A>
+void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                             const A* out_backprop, A* in_backprop) {
+  const ConvGeometry& g = geo;
+  if (IsPointwise(g)) {
+    PointwiseInputGrad(ctx, g, filter, out_backprop, in_backprop);
+    return;
+  }
+  const int64_t taps = g.filter_rows * g.filter_cols;
+  const int64_t cin = g.in_depth, cout = g.out_depth;
+  const int64_t in_pixels = g.in_rows * g.in_cols;
+  const int64_t out_pixels = g.out_rows * g.out_cols;
+
+  // Work units are (image, input-channel block) pairs: their dx elements are
+  // disjoint, so col2im needs no locks. Channel blocks only exist to give a
+  // small batch enough units for every thread (twice over, for balance); each
+  // keeps >= ~48 col columns so its GEMM stays efficient.
+  const int64_t threads = std::max(1, ctx.num_threads);
+  int64_t blocks = 1;
+  if (threads > 1 && g.batch < 2 * threads) {
+    const int64_t min_block = CeilDiv(48, taps);
+    blocks = std::max<int64_t>(1, std::min(CeilDiv(2 * threads, g.batch), cin / min_block));
+  }
+  const int64_t block = CeilDiv(cin, blocks);
+  blocks = CeilDiv(cin, block);
+
+  // Each block's rows of W ([taps*cb x Cout]) packed contiguously, once per call,
+  // so every GEMM reads a plain matrix.
+  Scratch<A> packed;
+  const A* w = filter;
+  if (blocks > 1) {
+    packed.resize(taps * cin * cout);
+    for (int64_t c0 = 0; c0 < cin; c0 += block) {
+      const int64_t cb = std::min(block, cin - c0);
+      A* dst = packed.data() + taps * c0 * cout;
+      for (int64_t t = 0; t < taps; ++t) {
+        std::copy_n(filter + (t * cin + c0) * cout, cb * cout, dst + t * cb * cout);
+      }
+    }
+    w = packed.data();
+  }
+
+  const int64_t tile = TileRows<A>(taps * block, out_pixels);
+  ctx.For(g.batch * blocks, out_pixels * taps * block * cout, [&](int64_t begin, int64_t end) {
+    Scratch<A> col(tile * taps * block);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t n = u / blocks, c0 = (u % blocks) * block;
+      const int64_t cb = std::min(block, cin - c0), width = taps * cb;
+      // Pixels no tap reads must come out zero, so start from zero everywhere.
+      A* dx_n = in_backprop + n * in_pixels * cin + c0;
+      for (int64_t i = 0; i < in_pixels; ++i) std::fill_n(dx_n + i * cin, cb, A(0));
+      const ConstMatrixMap<A> wb(w + taps * c0 * cout, width, cout);
+      for (int64_t p0 = 0; p0 < out_pixels; p0 += tile) {
+        const int64_t rows = std::min(tile, out_pixels - p0);
+        MatrixMap<A>(col.data(), rows, width).noalias() =
+            ConstMatrixMap<A>(out_backprop + (n * out_pixels + p0) * cout, rows, cout) *
+            wb.transpose();
+        Col2Im(g, col.data(), p0, rows, cb, dx_n);
+      }
+    }
+  });
+}
+
+template <typename A>
+void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                              const A* out_backprop, A* filter_backprop) {
+  const ConvGeometry& g = geo;
+  const bool pointwise = IsPointwise(g);
+  const int64_t k = g.filter_rows * g.filter_cols * g.in_depth;
+  const int64_t cin = g.in_depth, cout = g.out_depth;
+  const int64_t filter_size = k * cout;
+  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
+
+  // Every output pixel contributes to every dW element, so threads cannot split
+  // dW by pixels without racing. Instead the pixels are cut into a fixed number
+  // of contiguous shards; shard 0 sums straight into filter_backprop, the others
+  // into private partials that are added afterwards in shard order. The shard
+  // count depends only on the geometry and num_threads, hence the same rounding
+  // on every run.
+  int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), pixels);
+  shards = std::min(shards, 1 + kMaxPartialBytes / (filter_size * static_cast<int64_t>(sizeof(A))));
+  Scratch<A> partials((shards - 1) * filter_size);
+
+  const int64_t tile = pointwise ? 0 : TileRows<A>(k, CeilDiv(pixels, shards));
+  ctx.For(shards, CeilDiv(pixels, shards) * filter_size, [&](int64_t begin, int64_t end) {
+    Scratch<A> col(tile * k);
+    for (int64_t s = begin; s < end; ++s) {
+      MatrixMap<A> dw(s == 0 ? filter_backprop : partials.data() + (s - 1) * filter_size, k, cout);
+      dw.setZero();
+      const int64_t lo = ShardStart(pixels, shards, s), hi = ShardStart(pixels, shards, s + 1);
+      if (pointwise) {
+        dw.noalias() += ConstMatrixMap<A>(input + lo * cin, hi - lo, cin).transpose() *
+                        ConstMatrixMap<A>(out_backprop + lo * cout, hi - lo, cout);
+        continue;
+      }
+      for (int64_t p0 = lo; p0 < hi; p0 += tile) {
+        const int64_t rows = std::min(tile, hi - p0);
+        Im2Col(g, input, p0, rows, col.data());
+        dw.noalias() += ConstMatrixMap<A>(col.data(), rows, k).transpose() *
+                        ConstMatrixMap<A>(out_backprop + p0 * cout, rows, cout);
+      }
+    }
+  });
+
+  if (shards > 1) {
+    // Per element, the partials are added in shard order whatever the split.
+    ctx.For(filter_size, shards, [&](int64_t begin, int64_t end) {
+      for (int64_t s = 1; s < shards; ++s) {
+        const A* partial = partials.data() + (s - 1) * filter_size;
+        for (int64_t i = begin; i < end; ++i) filter_backprop[i] += partial[i];
+      }
+    });
+  }
+}
+
+template void Conv2DBackpropInputNhwc<float>(const CpuContext&, const ConvGeometry&, const float*,
+                                             const float*, float*);
+template void Conv2DBackpropInputNhwc<double>(const CpuContext&, const ConvGeometry&,
+                                              const double*, const double*, double*);
+template void Conv2DBackpropFilterNhwc<float>(const CpuContext&, const ConvGeometry&,
+                                              const float*, const float*, float*);
+template void Conv2DBackpropFilterNhwc<double>(const CpuContext&, const ConvGeometry&,
+                                               const double*, const double*, double*);
+
+}  // namespace cpu
+}  // namespace tf_conv_backprop

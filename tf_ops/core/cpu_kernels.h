@@ -1,0 +1,36 @@
+// The NHWC compute kernels behind cpu_engine.h. The engine front end
+// (cpu_engine.cc) handles empty tensors, dtype conversion (half/bfloat16 ->
+// float) and NCHW <-> NHWC, so each kernel sees: A in {float, double}, NHWC
+// tensors, every element count > 0. A kernel must write every output element.
+// Scratch it needs comes from std::vector; std::bad_alloc is turned into
+// ResourceExhausted by the front end.
+#ifndef TF_CONV_BACKPROP_CORE_CPU_KERNELS_H_
+#define TF_CONV_BACKPROP_CORE_CPU_KERNELS_H_
+
+#include "tf_ops/core/cpu_engine.h"
+#include "tf_ops/core/geometry.h"
+
+namespace tf_conv_backprop {
+namespace cpu {
+
+// dx[N,H,W,Cin] from filter[KH,KW,Cin,Cout] and dy[N,OH,OW,Cout].
+template <typename A>
+void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                             const A* out_backprop, A* in_backprop);
+// dW[KH,KW,Cin,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout].
+template <typename A>
+void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                              const A* out_backprop, A* filter_backprop);
+// dx[N,H,W,C] from filter[KH,KW,C,M] and dy[N,OH,OW,C*M].
+template <typename A>
+void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                                const A* out_backprop, A* in_backprop);
+// dW[KH,KW,C,M] from x[N,H,W,C] and dy[N,OH,OW,C*M].
+template <typename A>
+void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                                 const A* out_backprop, A* filter_backprop);
+
+}  // namespace cpu
+}  // namespace tf_conv_backprop
+
+#endif  // TF_CONV_BACKPROP_CORE_CPU_KERNELS_H_

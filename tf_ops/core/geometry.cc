@@ -1,0 +1,337 @@
+#include "tf_ops/core/geometry.h"
+
+#include <climits>
+#include <sstream>
+
+namespace tf_conv_backprop {
+namespace {
+
+// Strides and dilations are list(int) attributes (int64 in the graph); TF's own
+// kernels read them as int32, so anything larger is rejected rather than allowed to
+// overflow the size arithmetic.
+constexpr int64_t kMaxStrideOrDilation = INT32_MAX;
+
+std::string ListString(const std::vector<int64_t>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+const char* FormatName(DataFormat f) { return f == DataFormat::kNHWC ? "NHWC" : "NCHW"; }
+
+template <typename... Args>
+std::string Str(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+// Strides/dilations share every rule: 4 entries, 1 on batch and depth, positive and
+// bounded on rows and cols.
+Status ParseWindowAttr(OpKind op, const char* name, const std::vector<int64_t>& values,
+                       DataFormat format, int64_t* rows, int64_t* cols) {
+  if (values.size() != 4) {
+    return InvalidArgument(Str(OpName(op), ": `", name, "` must specify 4 dimensions (",
+                               FormatName(format), " order), got ", values.size(), ": ",
+                               ListString(values)));
+  }
+  const DimIndex d = DimsOf(format);
+  if (values[d.batch] != 1 || values[d.depth] != 1) {
+    const std::string msg =
+        Str(OpName(op), ": `", name, "` in the batch and depth dimensions must be 1, got ", name,
+            "=", ListString(values), " (", FormatName(format), ")");
+    // TF's Conv2DBackpropInput reports this as Unimplemented, every other op as
+    // InvalidArgument; keep the class users may already catch.
+    return op == OpKind::kConv2DBackpropInput ? Unimplemented(msg) : InvalidArgument(msg);
+  }
+  *rows = values[d.rows];
+  *cols = values[d.cols];
+  if (*rows <= 0 || *cols <= 0 || *rows > kMaxStrideOrDilation || *cols > kMaxStrideOrDilation) {
+    return InvalidArgument(Str(OpName(op), ": `", name, "` in the row and column dimensions must be in [1, ",
+                               kMaxStrideOrDilation, "], got ", name, "=", ListString(values), " (",
+                               FormatName(format), ")"));
+  }
+  return OkStatus();
+}
+
+std::string Label(OpKind op, const char* tensor) {
+  // The sizes input stands in for the tensor it describes.
+  if (ComputesInputGrad(op) && std::string(tensor) == "input") return "input_sizes";
+  if (!ComputesInputGrad(op) && std::string(tensor) == "filter") return "filter_sizes";
+  return tensor;
+}
+
+}  // namespace
+
+const char* OpName(OpKind op) {
+  switch (op) {
+    case OpKind::kConv2DBackpropInput: return "Conv2DBackpropInput";
+    case OpKind::kConv2DBackpropFilter: return "Conv2DBackpropFilter";
+    case OpKind::kDepthwiseBackpropInput: return "DepthwiseConv2dNativeBackpropInput";
+    case OpKind::kDepthwiseBackpropFilter: return "DepthwiseConv2dNativeBackpropFilter";
+  }
+  return "?";
+}
+
+bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
+bool NumElements(const std::vector<int64_t>& shape, int64_t* out) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || !CheckedMul(n, d, &n)) return false;
+  }
+  *out = n;
+  return true;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) { return ListString(shape); }
+
+Status ParseAttrs(OpKind op, const std::string& data_format, const std::string& padding,
+                  const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                  const std::vector<int64_t>& explicit_paddings, ConvAttrs* attrs) {
+  ConvAttrs a;
+  if (data_format == "NHWC") {
+    a.data_format = DataFormat::kNHWC;
+  } else if (data_format == "NCHW") {
+    a.data_format = DataFormat::kNCHW;
+  } else {
+    return InvalidArgument(Str(OpName(op), ": `data_format` must be NHWC or NCHW, got \"",
+                               data_format, "\""));
+  }
+  Status s = ParseWindowAttr(op, "strides", strides, a.data_format, &a.stride_rows, &a.stride_cols);
+  if (!s.ok()) return s;
+  s = ParseWindowAttr(op, "dilations", dilations, a.data_format, &a.dilation_rows, &a.dilation_cols);
+  if (!s.ok()) return s;
+
+  if (padding == "SAME") {
+    a.padding = Padding::kSame;
+  } else if (padding == "VALID") {
+    a.padding = Padding::kValid;
+  } else if (padding == "EXPLICIT") {
+    a.padding = Padding::kExplicit;
+  } else {
+    return InvalidArgument(Str(OpName(op), ": `padding` must be SAME, VALID or EXPLICIT, got \"",
+                               padding, "\""));
+  }
+  if (a.padding != Padding::kExplicit) {
+    if (!explicit_paddings.empty()) {
+      return InvalidArgument(Str(OpName(op), ": `explicit_paddings` must be empty when padding is ",
+                                 padding, ", got ", ListString(explicit_paddings)));
+    }
+  } else {
+    if (explicit_paddings.size() != 8) {
+      return InvalidArgument(Str(OpName(op), ": `explicit_paddings` must contain 8 values (",
+                                 FormatName(a.data_format), " order, before/after pairs), got ",
+                                 explicit_paddings.size(), ": ", ListString(explicit_paddings)));
+    }
+    for (int64_t p : explicit_paddings) {
+      if (p < 0) {
+        return InvalidArgument(Str(OpName(op), ": every element of `explicit_paddings` must be >= 0, got ",
+                                   ListString(explicit_paddings)));
+      }
+    }
+    const DimIndex d = DimsOf(a.data_format);
+    if (explicit_paddings[2 * d.batch] || explicit_paddings[2 * d.batch + 1] ||
+        explicit_paddings[2 * d.depth] || explicit_paddings[2 * d.depth + 1]) {
+      return InvalidArgument(Str(OpName(op), ": `explicit_paddings` in the batch and depth dimensions must be 0, got ",
+                                 ListString(explicit_paddings), " (", FormatName(a.data_format), ")"));
+    }
+    a.pad_top = explicit_paddings[2 * d.rows];
+    a.pad_bottom = explicit_paddings[2 * d.rows + 1];
+    a.pad_left = explicit_paddings[2 * d.cols];
+    a.pad_right = explicit_paddings[2 * d.cols + 1];
+  }
+  *attrs = a;
+  return OkStatus();
+}
+
+Status WindowedOutputSize(int64_t in, int64_t filter, int64_t dilation, int64_t stride,
+                          Padding padding, int64_t explicit_before, int64_t explicit_after,
+                          int64_t* out, int64_t* pad_before, int64_t* pad_after) {
+  if (stride <= 0) return InvalidArgument(Str("Stride must be > 0, but got ", stride));
+  if (dilation < 1) return InvalidArgument(Str("Dilation rate must be >= 1, but got ", dilation));
+  int64_t eff;  // (filter - 1) * dilation + 1; filter may be 0 (empty filter)
+  if (!CheckedMul(filter - 1, dilation, &eff) || !CheckedAdd(eff, 1, &eff)) {
+    return InvalidArgument(Str("effective filter size overflows: filter ", filter, ", dilation ", dilation));
+  }
+  const auto overflow = [&] {
+    return InvalidArgument(Str("output size overflows for input size ", in, ", effective filter size ",
+                               eff, ", stride ", stride));
+  };
+  int64_t num;  // numerator of the truncating division, as TF computes it
+  switch (padding) {
+    case Padding::kValid:
+      if (!CheckedAdd(in - eff, stride, &num)) return overflow();
+      *out = num / stride;
+      *pad_before = *pad_after = 0;
+      break;
+    case Padding::kExplicit: {
+      int64_t padded;
+      if (!CheckedAdd(in, explicit_before, &padded) || !CheckedAdd(padded, explicit_after, &padded) ||
+          !CheckedAdd(padded - eff, stride, &num)) {
+        return overflow();
+      }
+      *out = num / stride;
+      *pad_before = explicit_before;
+      *pad_after = explicit_after;
+      break;
+    }
+    case Padding::kSame: {
+      if (!CheckedAdd(in, stride - 1, &num)) return overflow();
+      *out = num / stride;
+      int64_t need;
+      if (!CheckedMul(*out - 1, stride, &need) || !CheckedAdd(need, eff, &need)) return overflow();
+      need = need - in > 0 ? need - in : 0;
+      *pad_before = need / 2;
+      *pad_after = need - *pad_before;
+      break;
+    }
+  }
+  if (*out < 0) {
+    return InvalidArgument(Str("Computed output size would be negative: ", *out, " [input_size: ", in,
+                               ", effective_filter_size: ", eff, ", stride: ", stride, "]"));
+  }
+  return OkStatus();
+}
+
+Status ShapeFromSizes(OpKind op, const ConvAttrs& attrs, const std::vector<int64_t>& sizes_dims,
+                      const int32_t* sizes, const std::vector<int64_t>& filter_shape,
+                      const std::vector<int64_t>& out_backprop_shape, std::vector<int64_t>* shape) {
+  const std::string name = ComputesInputGrad(op) ? "input_sizes" : "filter_sizes";
+  if (sizes_dims.size() != 1) {
+    return InvalidArgument(Str(OpName(op), ": `", name, "` must be a 1-D tensor, got shape ",
+                               ListString(sizes_dims)));
+  }
+  const int64_t n = sizes_dims[0];
+  const bool two_element_form = op == OpKind::kConv2DBackpropInput && n == 2;
+  if (n != 4 && !two_element_form) {
+    return InvalidArgument(Str(OpName(op), ": `", name, "` must contain 4 values",
+                               op == OpKind::kConv2DBackpropInput ? " or 2 values (rows, cols)" : "",
+                               ", got ", n));
+  }
+  std::vector<int64_t> values(sizes, sizes + n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (values[i] < 0) {
+      return InvalidArgument(Str(OpName(op), ": every element of `", name, "` must be >= 0, got ",
+                                 ListString(values)));
+    }
+  }
+  if (!two_element_form) {
+    *shape = values;
+    return OkStatus();
+  }
+  // (rows, cols): batch from out_backprop, depth from filter; both must be 4-D first.
+  if (filter_shape.size() != 4) {
+    return InvalidArgument(Str(OpName(op), ": `filter` must be 4-dimensional, got shape ",
+                               ListString(filter_shape)));
+  }
+  if (out_backprop_shape.size() != 4) {
+    return InvalidArgument(Str(OpName(op), ": `out_backprop` must be 4-dimensional, got shape ",
+                               ListString(out_backprop_shape)));
+  }
+  const DimIndex d = DimsOf(attrs.data_format);
+  shape->assign(4, 0);
+  (*shape)[d.batch] = out_backprop_shape[d.batch];
+  (*shape)[d.rows] = values[0];
+  (*shape)[d.cols] = values[1];
+  (*shape)[d.depth] = filter_shape[2];
+  return OkStatus();
+}
+
+Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int64_t>& input_shape,
+                       const std::vector<int64_t>& filter_shape,
+                       const std::vector<int64_t>& out_backprop_shape, ConvGeometry* geo) {
+  struct Named {
+    const char* name;
+    const std::vector<int64_t>* shape;
+    int64_t* elements;
+  };
+  ConvGeometry g;
+  const Named tensors[] = {{"input", &input_shape, &g.input_elements},
+                           {"filter", &filter_shape, &g.filter_elements},
+                           {"out_backprop", &out_backprop_shape, &g.out_backprop_elements}};
+  for (const Named& t : tensors) {
+    if (t.shape->size() != 4) {
+      return InvalidArgument(Str(OpName(op), ": `", Label(op, t.name), "` must be 4-dimensional, got shape ",
+                                 ListString(*t.shape)));
+    }
+    if (!NumElements(*t.shape, t.elements)) {
+      return InvalidArgument(Str(OpName(op), ": `", Label(op, t.name), "` shape ", ListString(*t.shape),
+                                 " has a negative dimension or more elements than fit in int64"));
+    }
+  }
+  const DimIndex d = DimsOf(attrs.data_format);
+  g.data_format = attrs.data_format;
+  g.depthwise = IsDepthwise(op);
+  g.batch = input_shape[d.batch];
+  g.in_rows = input_shape[d.rows];
+  g.in_cols = input_shape[d.cols];
+  g.in_depth = input_shape[d.depth];
+  g.filter_rows = filter_shape[0];
+  g.filter_cols = filter_shape[1];
+  g.out_depth = out_backprop_shape[d.depth];
+  g.stride_rows = attrs.stride_rows;
+  g.stride_cols = attrs.stride_cols;
+  g.dilation_rows = attrs.dilation_rows;
+  g.dilation_cols = attrs.dilation_cols;
+
+  if (out_backprop_shape[d.batch] != g.batch) {
+    return InvalidArgument(Str(OpName(op), ": `", Label(op, "input"), "` and `out_backprop` must have the same batch size, got ",
+                               g.batch, " (shape ", ListString(input_shape), ") and ", out_backprop_shape[d.batch],
+                               " (shape ", ListString(out_backprop_shape), ")"));
+  }
+  if (filter_shape[2] != g.in_depth) {
+    if (!g.depthwise && filter_shape[2] > 0 && g.in_depth % filter_shape[2] == 0) {
+      return Unimplemented(Str(OpName(op), ": grouped convolutions are not supported: input depth ", g.in_depth,
+                               " is a multiple of `", Label(op, "filter"), "` depth ", filter_shape[2],
+                               " (filter shape ", ListString(filter_shape), ")"));
+    }
+    return InvalidArgument(Str(OpName(op), ": `", Label(op, "filter"), "` in_depth (dimension 2) must equal the input depth ",
+                               g.in_depth, ", got filter shape ", ListString(filter_shape)));
+  }
+  if (g.depthwise) {
+    g.depth_multiplier = filter_shape[3];
+    int64_t expected;
+    if (!CheckedMul(g.in_depth, g.depth_multiplier, &expected) || expected != g.out_depth) {
+      return InvalidArgument(Str(OpName(op), ": `out_backprop` depth must be in_depth * depth_multiplier = ",
+                                 g.in_depth, " * ", g.depth_multiplier, ", got ", g.out_depth, " (shape ",
+                                 ListString(out_backprop_shape), ")"));
+    }
+  } else if (filter_shape[3] != g.out_depth) {
+    return InvalidArgument(Str(OpName(op), ": `", Label(op, "filter"), "` out_depth (dimension 3) must equal the `out_backprop` depth ",
+                               g.out_depth, ", got filter shape ", ListString(filter_shape)));
+  }
+
+  struct Spatial {
+    const char* name;
+    int64_t in, filter, dilation, stride, explicit_before, explicit_after, actual;
+    int64_t *out, *pad_before, *pad_after;
+  };
+  const Spatial dims[] = {
+      {"rows", g.in_rows, g.filter_rows, g.dilation_rows, g.stride_rows, attrs.pad_top, attrs.pad_bottom,
+       out_backprop_shape[d.rows], &g.out_rows, &g.pad_top, &g.pad_bottom},
+      {"cols", g.in_cols, g.filter_cols, g.dilation_cols, g.stride_cols, attrs.pad_left, attrs.pad_right,
+       out_backprop_shape[d.cols], &g.out_cols, &g.pad_left, &g.pad_right},
+  };
+  for (const Spatial& s : dims) {
+    Status st = WindowedOutputSize(s.in, s.filter, s.dilation, s.stride, attrs.padding, s.explicit_before,
+                                   s.explicit_after, s.out, s.pad_before, s.pad_after);
+    if (!st.ok()) {
+      st.message = Str(OpName(op), ": ", st.message, " (", s.name, ")");
+      return st;
+    }
+    if (*s.out != s.actual) {
+      return InvalidArgument(Str(OpName(op), ": `out_backprop` ", s.name, " don't match the forward output: actual = ",
+                                 s.actual, ", computed = ", *s.out, " (input ", s.name, ": ", s.in, ", filter: ",
+                                 s.filter, ", stride: ", s.stride, ", dilation: ", s.dilation, ", pads: ",
+                                 *s.pad_before, "/", *s.pad_after, ")"));
+    }
+  }
+  *geo = g;
+  return OkStatus();
+}
+
+}  // namespace tf_conv_backprop
