@@ -6,6 +6,8 @@ op; all validation of values happens in the op, so errors are the same in eager
 mode, in tf.function and in a v1 Session.
 """
 # pylint: disable=redefined-builtin,dangerous-default-value
+import tensorflow as tf
+
 from tf_conv_backprop._loader import load_library
 from tf_conv_backprop._ops import BY_KEY
 
@@ -21,17 +23,25 @@ def convert_padding(padding, expected_length=4):
         return padding, []
     explicit_paddings = []
     for i, pair in enumerate(padding):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise ValueError("When `padding` is a list, each element of `padding` must be a "
-                             f"list/tuple of size 2. Received: padding={padding} with element "
-                             f"at index {i}: {pair!r}")
-        explicit_paddings.extend(pair)
+        if not isinstance(pair, (list, tuple)):
+            problem = f"of type {type(pair)}"
+        elif len(pair) != 2:
+            problem = f"of size {len(pair)}"
+        else:
+            explicit_paddings.extend(pair)
+            continue
+        raise ValueError("When `padding` is a list, each element of `padding` must be a "
+                         f"list/tuple of size 2. Received: padding={padding} with element at "
+                         f"index {i} {problem}")
     if len(padding) != expected_length:
         raise ValueError(f"When padding is a list, it must be of size {expected_length}. "
                          f"Received: padding={padding} of size {len(padding)}")
     return "EXPLICIT", explicit_paddings
 
 
+# Not converted by AutoGraph: it would try (and warn) to convert the library load
+# when the first call happens while a tf.function is being traced.
+@tf.autograph.experimental.do_not_convert
 def _call(key, first, second, out_backprop, strides, padding, data_format, dilations, name,
           **extra_attrs):
     spec = BY_KEY[key]

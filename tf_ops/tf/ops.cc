@@ -3,8 +3,11 @@
 //
 // The shape functions only derive the output shape; they never reject an input.
 // Every check lives in the kernel (through geometry), so bad input raises the same
-// InvalidArgumentError in eager mode, in tf.function and in a v1 Session, instead
-// of a ValueError at graph-construction time in some modes only.
+// InvalidArgumentError in eager mode, in tf.function and in a v1 Session. One
+// exception is TF's, not ours: a non-constant sizes input is read as a partial
+// shape (so tf.shape(x) of a partly known x gives a partly known output), and for
+// that TF's shape refiner rejects constant values below -1 with a ValueError while
+// the graph is built, exactly as it does for the built-in ops.
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"

@@ -1,0 +1,308 @@
+"""`make report`: which configurations TF's built-in CPU gradients and ours accept, how
+accurate ours are (Table 1), and how fast ours are next to TF-oneDNN on real layers
+(Table 2).
+
+    .venv/bin/python bench/report.py [--cases K] [--batch N] [--rounds R]
+                                     [--skip-timing] [--json report/report.json]
+
+Exits nonzero when any of our cells is unsupported or outside its tolerance.
+"""
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "python")]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# TF's own answer counts as WRONG only beyond this multiple of our tolerance: the parity
+# tests grant TF the same slack, its f16 paths round more than ours, and the answers
+# that are really wrong (ignored depthwise dilation) are off by O(1).
+TF_FACTOR = 2
+# Chained copies per tf.function call: the 0.25-0.45 ms call overhead then costs
+# < 3% even on the ~3-7 ms depthwise shape (PERF_NOTES "Measure like this").
+COPIES = 4
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", type=int, default=3, help="random cases per Table 1 row")
+    p.add_argument("--batch", type=int, default=8, help="batch of the timing shapes")
+    p.add_argument("--rounds", type=int, default=7, help="timing rounds (ours and TF alternate)")
+    p.add_argument("--skip-timing", action="store_true")
+    p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    p.add_argument("--tf-support-only", action="store_true",
+                   help="internal: print TF's Table 1 column as JSON (for the oneDNN-off child)")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+# oneDNN is chosen once, when TF is imported: this process reports TF's default (on);
+# the "TF Eigen" column comes from a child started with it off.
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0" if ARGS.tf_support_only else "1"
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from cases import (_OURS, DTYPES, FORMATS, PADDINGS, TOLERANCE, Case,  # noqa: E402
+                   make_arrays, rel_error, run_ours, run_reference, run_tf, sample_case, within)
+from tf_conv_backprop._ops import BY_KEY, OPS  # noqa: E402
+
+CELLS = list(itertools.product([op.key for op in OPS], DTYPES, FORMATS, (False, True), PADDINGS))
+
+
+def cell_cases(index, k):
+    """The same K cases in both processes (seeded by the cell's position)."""
+    op, dtype, data_format, dilated, padding = CELLS[index]
+    for i in range(k):
+        case = sample_case(op, dtype, data_format, padding, dilated, seed=index * 100 + i)
+        arrays = make_arrays(case)
+        yield case, arrays, run_reference(case, arrays)
+
+
+# Keeps the TF columns narrow enough to paste into a README.
+SHORT_ERRORS = {"InvalidArgument": "InvArg", "Unimplemented": "Unimpl"}
+
+
+def worst(errs):
+    """Largest error; NaN (non-finite output) if any, which max() would hide, and NaN
+    when nothing ran, so an empty cell never passes."""
+    return float("nan") if not errs or any(e != e for e in errs) else max(errs)
+
+
+def try_run(runner, case, arrays):
+    """(result, None) or (None, short error class)."""
+    try:
+        return runner(case, arrays), None
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+        name = type(e).__name__.replace("Error", "")
+        return None, SHORT_ERRORS.get(name, name)
+
+
+def tf_cell(index, k):
+    """TF's built-in on one cell: 'yes', 'WRONG' (ran, wrong answer on some case; worst
+    wins), 'no (Class)' when it rejected every case, 'j/K (Class)' when it ran only j,
+    which happens where acceptance depends on the geometry (e.g. unequal strides)."""
+    errs, wrong, errors = [], 0, set()
+    for case, arrays, ref in cell_cases(index, k):
+        got, err_class = try_run(run_tf, case, arrays)
+        if err_class:
+            errors.add(err_class)
+            continue
+        errs.append(rel_error(got, ref))
+        wrong += not within(errs[-1], case.dtype, TF_FACTOR)
+    ran = len(errs)
+    why = "/".join(sorted(errors))
+    status = ("WRONG" if wrong else "yes" if ran == k else
+              f"no ({why})" if ran == 0 else f"{ran}/{k} ({why})")
+    return {"status": status, "ran": ran, "wrong": wrong, "errors": sorted(errors),
+            "max_rel_err": worst(errs)}
+
+
+def tf_column(k):
+    return [tf_cell(i, k) for i in range(len(CELLS))]
+
+
+def start_eigen_child(k):
+    """The oneDNN-off column needs a fresh interpreter; it runs while we do ours."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--tf-support-only", "--cases", str(k)]
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0")
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def finish_eigen_child(child):
+    out, err = child.communicate()
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        print(f"warning: the oneDNN-off child failed (exit {child.returncode}); its column "
+              f"shows '?'. Its stderr ends:\n{err[-2000:]}", file=sys.stderr)
+        return [{"status": "?", "ran": 0, "wrong": 0, "errors": [], "max_rel_err": None}
+                for _ in CELLS]
+
+
+def ours_cell(index, k):
+    errs, errors = [], set()
+    for case, arrays, ref in cell_cases(index, k):
+        got, err_class = try_run(run_ours, case, arrays)
+        if err_class:
+            errors.add(err_class)
+        else:
+            errs.append(rel_error(got, ref))
+    supported, dtype = not errors, CELLS[index][1]
+    return {"supported": supported, "errors": sorted(errors), "max_rel_err": worst(errs),
+            "tol": TOLERANCE[dtype], "ok": supported and within(worst(errs), dtype)}
+
+
+def format_table(headers, rows, right=()):
+    """Fixed-width plain text; columns listed in `right` are right-aligned (numbers)."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+
+    def line(cells):
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def support_table(k):
+    child = start_eigen_child(k)
+    rows = []
+    for i, (op, dtype, data_format, dilated, padding) in enumerate(CELLS):
+        rows.append({"op": op, "dtype": dtype, "layout": data_format,
+                     "dilation": ">1" if dilated else "1", "padding": padding,
+                     "tf_onednn": tf_cell(i, k), "ours": ours_cell(i, k)})
+    for row, eigen in zip(rows, finish_eigen_child(child)):
+        row["tf_eigen"] = eigen
+    headers = ["op", "dtype", "layout", "dilation", "padding", "TF oneDNN", "TF Eigen", "ours",
+               "max rel err", "tol", "ok"]
+    def ours_status(o):
+        return "yes" if o["supported"] else f"no ({'/'.join(o['errors'])})"
+    text_rows = [[r["op"], r["dtype"], r["layout"], r["dilation"], r["padding"],
+                  r["tf_onednn"]["status"], r["tf_eigen"]["status"], ours_status(r["ours"]),
+                  f"{r['ours']['max_rel_err']:.2e}", f"{r['ours']['tol']:.0e}",
+                  "ok" if r["ours"]["ok"] else "FAIL"] for r in rows]
+    n = len(rows)
+    count = lambda col, status: sum(r[col]["status"] == status for r in rows)  # noqa: E731
+    partial = lambda col: sum(r[col]["status"][0].isdigit() for r in rows)  # noqa: E731
+    summary = (f"ours: {sum(r['ours']['supported'] for r in rows)}/{n} cells supported, "
+               f"{sum(r['ours']['ok'] for r in rows)}/{n} within tolerance; "
+               f"TF oneDNN: {count('tf_onednn', 'yes')} supported "
+               f"({count('tf_onednn', 'WRONG')} wrong); "
+               f"TF Eigen: {count('tf_eigen', 'yes')} supported "
+               f"({count('tf_eigen', 'WRONG')} wrong)")
+    legend = textwrap.fill(
+        f"TF columns, over the same {k} random cases per row: yes = ran all, each within "
+        f"{TF_FACTOR}x tol of the float64 reference; WRONG = ran and returned a wrong result; "
+        f"no = rejected all (InvArg = InvalidArgument, Unimpl = Unimplemented); j/{k} = ran j, "
+        f"rejected the rest (oneDNN {partial('tf_onednn')}, Eigen {partial('tf_eigen')} rows). "
+        f"max rel err: ours vs the reference, ||ours - ref|| / ||ref||.", 100)
+    print(f"Table 1: support and accuracy (TF {tf.__version__}, CPU)\n")
+    print(format_table(headers, text_rows, right={8, 9}))
+    print(f"\n{legend}\n{summary}")
+    return rows, summary
+
+
+# (label, ops, geometry): float32 NHWC training layers from ResNet-50 and MobileNetV2.
+TIMING_SHAPES = [
+    ("ResNet-50 3x3 64->64 @56", ("conv2d_input", "conv2d_filter"),
+     dict(in_rows=56, in_cols=56, in_depth=64, filter_rows=3, filter_cols=3, out_channels=64,
+          padding="SAME")),
+    ("ResNet-50 1x1 256->64 @56", ("conv2d_input", "conv2d_filter"),
+     dict(in_rows=56, in_cols=56, in_depth=256, filter_rows=1, filter_cols=1, out_channels=64,
+          padding="VALID")),
+    ("MobileNetV2 dw 3x3 C144 @56 s1", ("depthwise_input", "depthwise_filter"),
+     dict(in_rows=56, in_cols=56, in_depth=144, filter_rows=3, filter_cols=3, out_channels=1,
+          padding="SAME")),
+]
+
+
+def timed_function(fn, case, rng):
+    """A tf.function running COPIES gradients one after another. Each copy gets its own
+    out_backprop so Grappler cannot merge them as common subexpressions."""
+    if case.spec.computes == "input":
+        first = tf.constant(case.input_shape, tf.int32)
+        second = tf.constant(rng.standard_normal(case.filter_shape, np.float32))
+    else:
+        first = tf.constant(rng.standard_normal(case.input_shape, np.float32))
+        second = tf.constant(case.filter_shape, tf.int32)
+    dys = [tf.constant(rng.standard_normal(case.out_backprop_shape, np.float32))
+           for _ in range(COPIES)]
+
+    @tf.function(autograph=False)
+    def run():
+        # Chained by control dependencies: independent copies would run concurrently
+        # and fight over the 2 cores, which measures the thread pools, not the kernel.
+        outs = []
+        for dy in dys:
+            with tf.control_dependencies(outs[-1:]):
+                outs.append(fn(first, second, dy, strides=case.strides4, padding=case.padding,
+                               data_format=case.data_format, dilations=case.dilations4))
+        return outs
+    return run
+
+
+def seconds(run):
+    start = time.perf_counter()
+    run()  # eager CPU execution is synchronous: the outputs exist when this returns
+    return (time.perf_counter() - start) / COPIES
+
+
+def timing_table(batch, rounds):
+    rows = []
+    for label, ops, geometry in TIMING_SHAPES:
+        for op in ops:
+            case = Case(op=op, dtype="float32", data_format="NHWC", batch=batch, **geometry)
+            oh, ow = case.out_size()
+            flops = 2 * batch * oh * ow * case.filter_rows * case.filter_cols * case.in_depth \
+                * case.out_channels
+            ours = timed_function(_OURS[op], case, np.random.default_rng(0))
+            theirs = timed_function(BY_KEY[op].tf_reference, case, np.random.default_rng(0))
+            # Same inputs, so the outputs must agree: never time a wrong answer.
+            diff = rel_error(ours()[0].numpy(), theirs()[0].numpy())
+            seconds(ours), seconds(theirs)  # warm-up: oneDNN primitive creation, page faults
+            t_ours, t_tf = [], []
+            for r in range(rounds):
+                # Alternate which goes first, so drift (clock, cache) hits both alike.
+                pair = (ours, theirs) if r % 2 == 0 else (theirs, ours)
+                a, b = seconds(pair[0]), seconds(pair[1])
+                t_ours.append(a if r % 2 == 0 else b)
+                t_tf.append(b if r % 2 == 0 else a)
+            ratio = statistics.median(t / o for t, o in zip(t_tf, t_ours))
+            ms_ours, ms_tf = statistics.median(t_ours) * 1e3, statistics.median(t_tf) * 1e3
+            rows.append({"shape": label, "grad": BY_KEY[op].computes, "op": op, "batch": batch,
+                         "gflop": flops / 1e9, "ours_ms": ms_ours, "tf_ms": ms_tf,
+                         "ours_gflops": flops / ms_ours / 1e6, "tf_gflops": flops / ms_tf / 1e6,
+                         "tf_over_ours": ratio, "rel_diff": diff})
+            if not diff <= 1e-4:
+                print(f"warning: {label} {op}: ours and TF differ by {diff:.2e}", file=sys.stderr)
+    headers = ["layer (float32 NHWC)", "grad", "ours ms", "ours GF/s", "TF ms", "TF GF/s",
+               "TF/ours"]
+    text_rows = [[r["shape"], r["grad"], f"{r['ours_ms']:.2f}", f"{r['ours_gflops']:.1f}",
+                  f"{r['tf_ms']:.2f}", f"{r['tf_gflops']:.1f}", f"{r['tf_over_ours']:.2f}"]
+                 for r in rows]
+    print(f"\nTable 2: timing, batch {batch}, TF = built-in with oneDNN; median of {rounds} "
+          f"alternating rounds, {COPIES} copies per call; TF/ours > 1 means ours is faster\n")
+    print(format_table(headers, text_rows, right=set(range(2, 7))))
+    return rows
+
+
+def json_safe(x):
+    """Strict JSON: NaN and infinity (nothing ran, non-finite output) become null."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [json_safe(v) for v in x]
+    return None if isinstance(x, float) and not np.isfinite(x) else x
+
+
+def main():
+    if ARGS.tf_support_only:
+        print(json.dumps(tf_column(ARGS.cases)))
+        return 0
+    support, summary = support_table(ARGS.cases)
+    timing = [] if ARGS.skip_timing else timing_table(ARGS.batch, ARGS.rounds)
+    if ARGS.json:
+        os.makedirs(os.path.dirname(os.path.abspath(ARGS.json)), exist_ok=True)
+        with open(ARGS.json, "w") as f:
+            report = {"tf_version": tf.__version__, "cases_per_row": ARGS.cases,
+                      "tf_wrong_factor": TF_FACTOR, "support": support, "summary": summary,
+                      "timing": timing}
+            json.dump(json_safe(report), f, indent=1)
+    failed = [r for r in support if not r["ours"]["ok"]]
+    for r in failed:
+        o = r["ours"]
+        why = (f"max rel err {o['max_rel_err']:.2e} > tol {o['tol']:.0e}" if o["supported"]
+               else "rejected (" + "/".join(o["errors"]) + ")")
+        print(f"FAIL: ours, {r['op']} {r['dtype']} {r['layout']} dilation {r['dilation']} "
+              f"{r['padding']}: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
