@@ -118,7 +118,7 @@ def check_result(case, mode, result):
         pytest.fail(f"HANG: no result within {result.get('timeout_s')} s on {where}")
     if exp.kind == "error":
         assert result["outcome"] == "error", (
-            f"{where}: expected {exp.classes_for(mode)} naming one of {exp.names}, "
+            f"{where}: expected {exp.classes_for(mode)} naming one of {exp.names_for(mode)}, "
             f"got a result: {result}")
         classes = exp.classes_for(mode)
         assert result["class"] in classes, (
@@ -126,9 +126,10 @@ def check_result(case, mode, result):
         if exp.stage == "kernel":
             # Only the op itself may reject these: never a Python-level error.
             assert result["class"] in TF_ERROR_CLASSES, f"{where}: {result}"
-        if exp.names:
-            assert any(n in result["message"] for n in exp.names), (
-                f"{where}: message does not name any of {exp.names}: "
+        names = exp.names_for(mode)
+        if names:
+            assert any(n in result["message"] for n in names), (
+                f"{where}: message does not name any of {names}: "
                 f"{result['class']}: {result['message'][:600]}")
         return
     assert result["outcome"] == "ok", (

@@ -1,5 +1,6 @@
 #include "tf_ops/core/geometry.h"
 
+#include <algorithm>
 #include <climits>
 #include <sstream>
 
@@ -20,6 +21,10 @@ std::string ListString(const std::vector<int64_t>& v) {
 }
 
 const char* FormatName(DataFormat f) { return f == DataFormat::kNHWC ? "NHWC" : "NCHW"; }
+
+const char* PaddingName(Padding p) {
+  return p == Padding::kSame ? "SAME" : p == Padding::kValid ? "VALID" : "EXPLICIT";
+}
 
 template <typename... Args>
 std::string Str(const Args&... args) {
@@ -77,6 +82,7 @@ const char* OpName(OpKind op) {
 
 bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+bool CheckedSub(int64_t a, int64_t b, int64_t* out) { return !__builtin_sub_overflow(a, b, out); }
 
 bool NumElements(const std::vector<int64_t>& shape, int64_t* out) {
   int64_t n = 1;
@@ -164,14 +170,14 @@ Status WindowedOutputSize(int64_t in, int64_t filter, int64_t dilation, int64_t 
   int64_t num;  // numerator of the truncating division, as TF computes it
   switch (padding) {
     case Padding::kValid:
-      if (!CheckedAdd(in - eff, stride, &num)) return overflow();
+      if (!CheckedSub(in, eff, &num) || !CheckedAdd(num, stride, &num)) return overflow();
       *out = num / stride;
       *pad_before = *pad_after = 0;
       break;
     case Padding::kExplicit: {
       int64_t padded;
       if (!CheckedAdd(in, explicit_before, &padded) || !CheckedAdd(padded, explicit_after, &padded) ||
-          !CheckedAdd(padded - eff, stride, &num)) {
+          !CheckedSub(padded, eff, &num) || !CheckedAdd(num, stride, &num)) {
         return overflow();
       }
       *out = num / stride;
@@ -183,8 +189,11 @@ Status WindowedOutputSize(int64_t in, int64_t filter, int64_t dilation, int64_t 
       if (!CheckedAdd(in, stride - 1, &num)) return overflow();
       *out = num / stride;
       int64_t need;
-      if (!CheckedMul(*out - 1, stride, &need) || !CheckedAdd(need, eff, &need)) return overflow();
-      need = need - in > 0 ? need - in : 0;
+      if (!CheckedMul(*out - 1, stride, &need) || !CheckedAdd(need, eff, &need) ||
+          !CheckedSub(need, in, &need)) {
+        return overflow();
+      }
+      need = std::max<int64_t>(need, 0);
       *pad_before = need / 2;
       *pad_after = need - *pad_before;
       break;
@@ -284,7 +293,7 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
                                " (shape ", ListString(out_backprop_shape), ")"));
   }
   if (filter_shape[2] != g.in_depth) {
-    if (!g.depthwise && filter_shape[2] > 0 && g.in_depth % filter_shape[2] == 0) {
+    if (!g.depthwise && g.in_depth > 0 && filter_shape[2] > 0 && g.in_depth % filter_shape[2] == 0) {
       return Unimplemented(Str(OpName(op), ": grouped convolutions are not supported: input depth ", g.in_depth,
                                " is a multiple of `", Label(op, "filter"), "` depth ", filter_shape[2],
                                " (filter shape ", ListString(filter_shape), ")"));
@@ -320,7 +329,15 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
     Status st = WindowedOutputSize(s.in, s.filter, s.dilation, s.stride, attrs.padding, s.explicit_before,
                                    s.explicit_after, s.out, s.pad_before, s.pad_after);
     if (!st.ok()) {
-      st.message = Str(OpName(op), ": ", st.message, " (", s.name, ")");
+      // Name what the caller controls: the input and filter extents, strides,
+      // dilations and padding that produced the impossible size.
+      st.message = Str(OpName(op), ": ", s.name, " of `", Label(op, "input"), "` (", s.in, ") and `",
+                       Label(op, "filter"), "` (", s.filter, ") with `strides` ", s.stride, ", `dilations` ",
+                       s.dilation, ", `padding` ", PaddingName(attrs.padding),
+                       attrs.padding == Padding::kExplicit
+                           ? Str(" (`explicit_paddings` ", s.explicit_before, "/", s.explicit_after, ")")
+                           : std::string(),
+                       ": ", st.message);
       return st;
     }
     if (*s.out != s.actual) {

@@ -126,6 +126,7 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
 // a * b and a + b, or false when the result does not fit in int64.
 bool CheckedMul(int64_t a, int64_t b, int64_t* out);
 bool CheckedAdd(int64_t a, int64_t b, int64_t* out);
+bool CheckedSub(int64_t a, int64_t b, int64_t* out);
 // Product of the dimensions, or false on overflow or a negative dimension.
 bool NumElements(const std::vector<int64_t>& shape, int64_t* out);
 
