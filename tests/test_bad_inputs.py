@@ -5,7 +5,6 @@ next test gets a fresh worker."""
 import concurrent.futures
 import multiprocessing
 import os
-import sys
 from concurrent.futures.process import BrokenProcessPool
 
 import pytest
@@ -160,9 +159,8 @@ def test_isolation_reports_crash_and_recovers(runner):
     good = "S2_BI_empty_filter"
     assert runner.call(bad_inputs.run_case, good, "eager")["outcome"] == "ok"
     crashed = runner.call(bad_inputs.abort_worker)
+    # The exit code is informative only: the pool may reap the dead worker first.
     assert crashed["outcome"] == "crashed", crashed
-    if sys.platform != "win32":
-        assert crashed["exitcodes"] and crashed["exitcodes"][0] == -6, crashed  # SIGABRT
     after = runner.call(bad_inputs.run_case, good, "function")
     check_result(CASES_BY_ID[good], "function", after)
     with pytest.raises(pytest.fail.Exception, match="CRASH"):
