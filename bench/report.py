@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 import textwrap
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "python")]
@@ -25,9 +24,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # tests grant TF the same slack, its f16 paths round more than ours, and the answers
 # that are really wrong (ignored depthwise dilation) are off by O(1).
 TF_FACTOR = 2
-# Chained copies per tf.function call: the 0.25-0.45 ms call overhead then costs
-# < 3% even on the ~3-7 ms depthwise shape (PERF_NOTES "Measure like this").
-COPIES = 4
 
 
 def parse_args():
@@ -52,6 +48,11 @@ import tensorflow as tf  # noqa: E402
 from cases import (_OURS, DTYPES, FORMATS, PADDINGS, TOLERANCE, Case,  # noqa: E402
                    make_arrays, rel_error, run_ours, run_reference, run_tf, sample_case, within)
 from tf_conv_backprop._ops import BY_KEY, OPS  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Shared with bench.py: COPIES chained calls per tf.function, alternating rounds.
+from _timing import (COPIES, format_table, median_ratio, time_alternating,  # noqa: E402
+                     timed_function)
 
 CELLS = list(itertools.product([op.key for op in OPS], DTYPES, FORMATS, (False, True), PADDINGS))
 
@@ -140,16 +141,6 @@ def ours_cell(index, k):
             "tol": TOLERANCE[dtype], "ok": supported and within(worst(errs), dtype)}
 
 
-def format_table(headers, rows, right=()):
-    """Fixed-width plain text; columns listed in `right` are right-aligned (numbers)."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-
-    def line(cells):
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
 def support_table(k):
     child = start_eigen_child(k)
     rows = []
@@ -202,37 +193,6 @@ TIMING_SHAPES = [
 ]
 
 
-def timed_function(fn, case, rng):
-    """A tf.function running COPIES gradients one after another. Each copy gets its own
-    out_backprop so Grappler cannot merge them as common subexpressions."""
-    if case.spec.computes == "input":
-        first = tf.constant(case.input_shape, tf.int32)
-        second = tf.constant(rng.standard_normal(case.filter_shape, np.float32))
-    else:
-        first = tf.constant(rng.standard_normal(case.input_shape, np.float32))
-        second = tf.constant(case.filter_shape, tf.int32)
-    dys = [tf.constant(rng.standard_normal(case.out_backprop_shape, np.float32))
-           for _ in range(COPIES)]
-
-    @tf.function(autograph=False)
-    def run():
-        # Chained by control dependencies: independent copies would run concurrently
-        # and fight over the 2 cores, which measures the thread pools, not the kernel.
-        outs = []
-        for dy in dys:
-            with tf.control_dependencies(outs[-1:]):
-                outs.append(fn(first, second, dy, strides=case.strides4, padding=case.padding,
-                               data_format=case.data_format, dilations=case.dilations4))
-        return outs
-    return run
-
-
-def seconds(run):
-    start = time.perf_counter()
-    run()  # eager CPU execution is synchronous: the outputs exist when this returns
-    return (time.perf_counter() - start) / COPIES
-
-
 def timing_table(batch, rounds):
     rows = []
     for label, ops, geometry in TIMING_SHAPES:
@@ -245,15 +205,8 @@ def timing_table(batch, rounds):
             theirs = timed_function(BY_KEY[op].tf_reference, case, np.random.default_rng(0))
             # Same inputs, so the outputs must agree: never time a wrong answer.
             diff = rel_error(ours()[0].numpy(), theirs()[0].numpy())
-            seconds(ours), seconds(theirs)  # warm-up: oneDNN primitive creation, page faults
-            t_ours, t_tf = [], []
-            for r in range(rounds):
-                # Alternate which goes first, so drift (clock, cache) hits both alike.
-                pair = (ours, theirs) if r % 2 == 0 else (theirs, ours)
-                a, b = seconds(pair[0]), seconds(pair[1])
-                t_ours.append(a if r % 2 == 0 else b)
-                t_tf.append(b if r % 2 == 0 else a)
-            ratio = statistics.median(t / o for t, o in zip(t_tf, t_ours))
+            t_ours, t_tf = time_alternating([ours, theirs], rounds)
+            ratio = median_ratio(t_tf, t_ours)
             ms_ours, ms_tf = statistics.median(t_ours) * 1e3, statistics.median(t_tf) * 1e3
             rows.append({"shape": label, "grad": BY_KEY[op].computes, "op": op, "batch": batch,
                          "gflop": flops / 1e9, "ours_ms": ms_ours, "tf_ms": ms_tf,

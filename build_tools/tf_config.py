@@ -1,48 +1,112 @@
 """Compiler and linker flags for building against the running TensorFlow.
 
-Used by the Makefile (and so by setup.py): flags come only from tf.sysconfig,
-never hardcoded, and the build records what it was built against so the loader
-can explain a mismatch.
+Used by the Makefile (and so by setup.py) and by the Bazel repository rule
+(build_tools/bazel/tf_configure.bzl): flags come only from tf.sysconfig, never
+hardcoded, and the build records what it was built against so the loader can
+explain a mismatch.
 
     python build_tools/tf_config.py cflags|lflags
-    python build_tools/tf_config.py build-info OUT.json
+    python build_tools/tf_config.py sysconfig            # JSON, for Bazel
+    python build_tools/tf_config.py build-info OUT.json [--builder make|bazel]
+        [--cxx CXX] [--cxxflags FLAGS] [--isas "baseline avx2 ..."]
+        [--cuda-version X.Y]
+
+`--cuda-version` is the hook for the CUDA build: pass the version of the CUDA
+toolkit the GPU kernels were compiled with, and the build info records
+`cuda_kernels: true` with that version. Without it the library is CPU-only.
 """
+import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
 
-def build_info():
+def cxx11_abi(cflags):
+    abi = [f.split("=", 1)[1] for f in cflags if f.startswith("-D_GLIBCXX_USE_CXX11_ABI=")]
+    return int(abi[0]) if abi else None
+
+
+def compiler_version(cxx):
+    """First line of `CXX --version`, or None when it cannot be run."""
+    if not cxx:
+        return None
+    try:
+        out = subprocess.run(cxx.split() + ["--version"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
+def build_info(builder="make", cxx=None, cxxflags=None, isas=None, cuda_version=None):
     cflags = tf.sysconfig.get_compile_flags()
-    abi = [f.split("=")[1] for f in cflags if f.startswith("-D_GLIBCXX_USE_CXX11_ABI=")]
     info = tf.sysconfig.get_build_info()
     return {
         "tf_version": tf.__version__,
-        "cxx11_abi": int(abi[0]) if abi else None,
+        "cxx11_abi": cxx11_abi(cflags),
+        # The CUDA / cuDNN TensorFlow itself was built with (None for CPU-only TF).
         "tf_cuda_version": info.get("cuda_version"),
-        "cuda_kernels": False,
+        "tf_cudnn_version": info.get("cudnn_version"),
+        # Whether this library has GPU kernels, and the CUDA toolkit they were built with.
+        "cuda_kernels": bool(cuda_version),
+        "cuda_version": cuda_version or None,
+        "builder": builder,
+        "compiler": compiler_version(cxx),
+        "cxxflags": cxxflags.split() if cxxflags else None,
+        "cpu_isas": isas.split() if isas else None,
+        # Flags from tf.sysconfig (paths are those of the building environment).
+        "tf_compile_flags": cflags,
+        "tf_link_flags": tf.sysconfig.get_link_flags(),
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
 
 
+def sysconfig():
+    """What a Bazel repository rule needs to wrap the pip-installed TensorFlow."""
+    cflags = tf.sysconfig.get_compile_flags()
+    lflags = tf.sysconfig.get_link_flags()
+    libs = [f[len("-l:"):] for f in lflags if f.startswith("-l:")]
+    return {
+        "tf_version": tf.__version__,
+        "include": tf.sysconfig.get_include(),
+        "lib": tf.sysconfig.get_lib(),
+        "framework_library": libs[0] if libs else "libtensorflow_framework.so.2",
+        "defines": [f[2:] for f in cflags if f.startswith("-D")],
+        "copts": [f for f in cflags if not f.startswith(("-D", "-I"))],
+    }
+
+
 def main(argv):
-    if argv[1] == "cflags":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["cflags", "lflags", "sysconfig", "build-info"])
+    parser.add_argument("out", nargs="?", help="output file (build-info)")
+    parser.add_argument("--builder", default="make")
+    parser.add_argument("--cxx")
+    parser.add_argument("--cxxflags")
+    parser.add_argument("--isas")
+    parser.add_argument("--cuda-version")
+    args = parser.parse_args(argv[1:])
+    if args.what == "cflags":
         # -isystem: warnings inside TF's headers are not ours to fix.
         print(" ".join("-isystem " + f[2:] if f.startswith("-I") else f
                        for f in tf.sysconfig.get_compile_flags()))
-    elif argv[1] == "lflags":
+    elif args.what == "lflags":
         print(" ".join(tf.sysconfig.get_link_flags()))
-    elif argv[1] == "build-info":
-        with open(argv[2], "w") as f:
-            json.dump(build_info(), f, indent=1, sort_keys=True)
-            f.write("\n")
+    elif args.what == "sysconfig":
+        print(json.dumps(sysconfig()))
     else:
-        raise SystemExit(__doc__)
+        if not args.out:
+            parser.error("build-info needs OUT.json")
+        info = build_info(args.builder, args.cxx, args.cxxflags, args.isas, args.cuda_version)
+        with open(args.out, "w") as f:
+            json.dump(info, f, indent=1, sort_keys=True)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,20 @@ Importing this package loads TensorFlow but not the op library; the first op cal
 does (see `load_library`).
 """
 from tf_conv_backprop import compat, nn  # noqa: F401
-from tf_conv_backprop._loader import LibraryLoadError, library_path, load_library  # noqa: F401
+from tf_conv_backprop._loader import (LibraryLoadError, VersionMismatchWarning,  # noqa: F401
+                                      library_path, load_library)
+# Training: gradients registered with TF (registration loads nothing), tf.nn-style
+# convolutions with our backward pass, and the migration patch of TF's names.
+from tf_conv_backprop import _gradients  # noqa: F401
+from tf_conv_backprop._convolution import conv2d, depthwise_conv2d  # noqa: F401
+from tf_conv_backprop._patching import patched  # noqa: F401
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # `tf_conv_backprop.keras` (the Keras layers) imports Keras on first access only.
+    if name == "keras":
+        import importlib
+        return importlib.import_module("tf_conv_backprop.keras")
+    raise AttributeError(f"module 'tf_conv_backprop' has no attribute {name!r}")

@@ -1,44 +1,129 @@
-"""Lazy, thread-safe loading of the op library.
+"""Lazy, thread-safe loading of the op library, and the version guard.
 
 Importing the package never loads the `.so`; the first op call does. Every
 failure says what to do: a missing file says how to build it, a failed load says
 which TensorFlow (and C++ ABI) the library was built for and which is running.
+
+The build writes `_build_info.json` next to the library (build_tools/tf_config.py):
+the TensorFlow version, C++11 ABI and CUDA versions it was built against. Importing
+the package compares that with the running TensorFlow and warns once
+(`VersionMismatchWarning`) when they differ; the library itself is not loaded then.
+
+`TF_CONV_BACKPROP_LIBRARY=/path/to/_conv_backprop_ops.so` loads another build of
+the library (e.g. Bazel's `bazel-bin/_conv_backprop_ops.so`); its build info is read
+from the same folder.
 """
 import json
 import os
 import threading
+import warnings
 
 import tensorflow as tf
 
 LIBRARY_FILE = "_conv_backprop_ops.so"
+LIBRARY_ENV = "TF_CONV_BACKPROP_LIBRARY"
 _BUILD_INFO_FILE = "_build_info.json"
 _HERE = os.path.dirname(os.path.abspath(__file__))
+REBUILD_HINT = ("Rebuild it against the running TensorFlow: `make clean build` in a source "
+                "checkout, or `pip install --no-build-isolation --force-reinstall .` there "
+                "(or install the wheel built for this TensorFlow).")
 
 _lock = threading.Lock()
 _library = None
+_version_checked = False
 
 
 class LibraryLoadError(ImportError):
     """The op library is missing or cannot be loaded into this TensorFlow."""
 
 
+class VersionMismatchWarning(UserWarning):
+    """The op library was built for another TensorFlow (version, C++ ABI or CUDA)."""
+
+
 def library_path():
-    return os.path.join(_HERE, LIBRARY_FILE)
+    override = os.environ.get(LIBRARY_ENV)
+    return os.path.abspath(override) if override else os.path.join(_HERE, LIBRARY_FILE)
 
 
 def build_info():
     """What the library was built against, or {} when unknown."""
+    path = os.path.join(os.path.dirname(library_path()), _BUILD_INFO_FILE)
     try:
-        with open(os.path.join(_HERE, _BUILD_INFO_FILE)) as f:
-            return json.load(f)
+        with open(path) as f:
+            info = json.load(f)
     except (OSError, ValueError):
         return {}
+    return info if isinstance(info, dict) else {}
 
 
 def running_abi():
     flags = tf.sysconfig.get_compile_flags()
     abi = [f.split("=", 1)[1] for f in flags if f.startswith("-D_GLIBCXX_USE_CXX11_ABI=")]
     return int(abi[0]) if abi else None
+
+
+def running_cuda_version():
+    """The CUDA version the running TensorFlow was built with (None for a CPU-only TF)."""
+    try:
+        return tf.sysconfig.get_build_info().get("cuda_version")
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _major(version):
+    return str(version).split(".")[0] if version else None
+
+
+def version_mismatches(info=None):
+    """[(what, built for, running)] for every way the library's build differs from
+    the running TensorFlow; [] when they agree or nothing was recorded."""
+    info = build_info() if info is None else info
+    found = []
+    built_tf = info.get("tf_version")
+    if built_tf and built_tf != tf.__version__:
+        found.append(("TensorFlow", built_tf, tf.__version__))
+    built_abi, abi = info.get("cxx11_abi"), running_abi()
+    if built_abi is not None and abi is not None and built_abi != abi:
+        found.append(("C++11 ABI", built_abi, abi))
+    # GPU kernels need a CUDA runtime of the same major version as TensorFlow's.
+    built_cuda, cuda = info.get("cuda_version"), running_cuda_version()
+    if info.get("cuda_kernels") and built_cuda and cuda and _major(built_cuda) != _major(cuda):
+        found.append(("CUDA", built_cuda, cuda))
+    return found
+
+
+def _describe_built(info):
+    text = (f"TensorFlow {info.get('tf_version', 'unknown')}, C++11 ABI "
+            f"{info.get('cxx11_abi', 'unknown')}")
+    if info.get("cuda_kernels"):
+        text += f", CUDA {info.get('cuda_version', 'unknown')}"
+    return text
+
+
+def _describe_running():
+    text = f"TensorFlow {tf.__version__}, C++11 ABI {running_abi()}"
+    cuda = running_cuda_version()
+    return text + (f", CUDA {cuda}" if cuda else "")
+
+
+def check_version():
+    """Warns (once per process) when the library was built for another TensorFlow.
+    Reads only the build info; never loads the library. Returns the mismatches."""
+    global _version_checked
+    if _version_checked:
+        return []
+    _version_checked = True
+    info = build_info()
+    found = version_mismatches(info)
+    if found:
+        what = "; ".join(f"{name} {built} (running {running})" for name, built, running in found)
+        warnings.warn(
+            f"tf_conv_backprop: the op library {library_path()} was built for "
+            f"{_describe_built(info)}, but this process runs {_describe_running()} ({what}). "
+            f"Loading it may fail or misbehave. {REBUILD_HINT}",
+            VersionMismatchWarning, stacklevel=2)
+    return found
 
 
 def _load():
@@ -50,13 +135,10 @@ def _load():
     try:
         return tf.load_op_library(path)
     except (tf.errors.NotFoundError, tf.errors.OpError, OSError) as e:
-        info = build_info()
-        built = (f"TensorFlow {info.get('tf_version', 'unknown')}, C++11 ABI "
-                 f"{info.get('cxx11_abi', 'unknown')}")
         raise LibraryLoadError(
             f"tf_conv_backprop: could not load {path}: {e}\n"
-            f"It was built for {built}; this process runs TensorFlow {tf.__version__}, "
-            f"C++11 ABI {running_abi()}. Rebuild it against the running TensorFlow with "
+            f"It was built for {_describe_built(build_info())}; this process runs "
+            f"{_describe_running()}. Rebuild it against the running TensorFlow with "
             "`make clean build` (or reinstall with `pip install --force-reinstall .`).") from e
 
 
@@ -68,3 +150,8 @@ def load_library():
             if _library is None:
                 _library = _load()
     return _library
+
+
+# The version guard runs when the package is imported (this module is imported by
+# the package's __init__); it reads a small JSON file and loads nothing.
+check_version()

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/core/naive_reference.h"
+#include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/cpu_kernels.h"
 
 namespace {
@@ -83,7 +84,8 @@ bool MakeGeometry(int64_t batch, int64_t in_rows, int64_t in_cols, int64_t cin, 
 // Config i: every 10th a 1x1 stride-1 unpadded filter (the pure-GEMM path),
 // every 10th+1 a tiny image with large pads (small outputs, taps that never
 // land), every 50th+2 one big enough for several col tiles and shards with
-// several tiles; the rest fully random.
+// several tiles, every 50th+3 and +4 a filter over 1 MiB on small images; the
+// rest fully random.
 ConvGeometry RandomGeometry(int i, std::mt19937_64& rng) {
   auto pick = [&rng](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -101,6 +103,13 @@ ConvGeometry RandomGeometry(int i, std::mt19937_64& rng) {
     } else if (i % 50 == 2) {
       ok = MakeGeometry(2, pick(24, 32), pick(24, 32), pick(40, 64), pick(16, 48), 3, 3,
                         pick(1, 2), 1, 1, pick(1, 2), 1, 1, 1, 1, &g);
+    } else if (i % 50 == 3 || i % 50 == 4) {
+      // A filter over kSplitFilterBytes (1 MiB in float and double): the filter
+      // gradient split by (tap, channel block); few pixels per image, so the
+      // input gradient groups images into one GEMM.
+      ok = MakeGeometry(pick(1, 5), pick(3, 7), pick(3, 7), pick(150, 170), pick(230, 260),
+                        pick(2, 3), pick(2, 3), pick(1, 2), pick(1, 2), pick(1, 2), 1, pick(0, 2),
+                        pick(0, 2), pick(0, 2), pick(0, 2), &g);
     } else {
       ok = MakeGeometry(pick(1, 3), pick(1, 16), pick(1, 16), pick(1, 20), pick(1, 20), pick(1, 5),
                         pick(1, 5), pick(1, 3), pick(1, 3), pick(1, 3), pick(1, 3), pick(0, 4),
@@ -247,13 +256,23 @@ void Bench() {
 
 int main(int argc, char** argv) {
   Tally tally;
-  for (int i = 0; i < kConfigs; ++i) {
-    const uint64_t seed = kBaseSeed + i;
-    std::mt19937_64 rng(seed);
-    const ConvGeometry g = RandomGeometry(i, rng);
-    CheckConfig<float>(g, seed, &tally);
-    CheckConfig<double>(g, seed, &tally);
+  // Every instruction-set variant this CPU can run, each against the reference; the
+  // timing after it uses the one the environment selects (TF_CONV_BACKPROP_ISA).
+  const cpu::Isa selected = cpu::ActiveIsa();
+  for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    if (isa > cpu::BestSupportedIsa()) continue;
+    cpu::SetActiveIsa(isa);
+    const int failed_before = tally.failed;
+    for (int i = 0; i < kConfigs; ++i) {
+      const uint64_t seed = kBaseSeed + i;
+      std::mt19937_64 rng(seed);
+      const ConvGeometry g = RandomGeometry(i, rng);
+      CheckConfig<float>(g, seed, &tally);
+      CheckConfig<double>(g, seed, &tally);
+    }
+    std::printf("isa %s: %d failed\n", cpu::IsaName(isa), tally.failed - failed_before);
   }
+  cpu::SetActiveIsa(selected);
   std::printf("%d passed, %d failed\n", tally.passed, tally.failed);
   if (argc > 1 && std::string(argv[1]) == "--bench") Bench();
   return tally.failed == 0 ? 0 : 1;

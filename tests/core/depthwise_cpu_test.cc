@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/core/naive_reference.h"
+#include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/cpu_kernels.h"
 
 namespace tcb = tf_conv_backprop;
@@ -199,16 +200,46 @@ int main(int argc, char** argv) {
   const uint64_t base_seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 20240601u;
   const int kConfigs = 300;
   int passed = 0, failed = 0;
-  for (int i = 0; i < kConfigs; ++i) {
-    const uint64_t seed = base_seed * 1000003u + i;
-    std::mt19937_64 geo_rng(seed);
-    const tcb::ConvGeometry g = RandomGeometry(geo_rng);
-    const int threads = 2 + i % 2;
-    for (bool input_grad : {true, false}) {
-      (Check<float>(input_grad, g, threads, seed) ? passed : failed)++;
-      (Check<double>(input_grad, g, threads, seed) ? passed : failed)++;
+  // Every instruction-set variant this CPU can run, each against the reference; the
+  // timing after it uses the one the environment selects (TF_CONV_BACKPROP_ISA).
+  const tcb::cpu::Isa selected = tcb::cpu::ActiveIsa();
+  for (tcb::cpu::Isa isa : {tcb::cpu::Isa::kBaseline, tcb::cpu::Isa::kAvx2, tcb::cpu::Isa::kAvx512}) {
+    if (isa > tcb::cpu::BestSupportedIsa()) continue;
+    tcb::cpu::SetActiveIsa(isa);
+    const int failed_before = failed;
+    for (int i = 0; i < kConfigs; ++i) {
+      const uint64_t seed = base_seed * 1000003u + i;
+      std::mt19937_64 geo_rng(seed);
+      const tcb::ConvGeometry g = RandomGeometry(geo_rng);
+      const int threads = 2 + i % 2;
+      for (bool input_grad : {true, false}) {
+        (Check<float>(input_grad, g, threads, seed) ? passed : failed)++;
+        (Check<double>(input_grad, g, threads, seed) ? passed : failed)++;
+      }
     }
+    // Targeted: the register-blocked paths (3x3 / 5x5 filter gradient, 8-pixel
+    // input-gradient blocks) with rows wide enough for full blocks plus edges,
+    // odd channel counts (vector + lane tails), multipliers 1-3, strides 1-2.
+    int index = 0;
+    for (int64_t k : {3, 5}) {
+      for (int64_t m : {1, 2, 3}) {
+        for (int64_t s : {1, 2}) {
+          for (int64_t c : {1, 17, 40}) {
+            const uint64_t seed = base_seed + 7919u * ++index;
+            const int64_t d = index % 3 == 0 ? 2 : 1, w = 23 + index % 5, pad = (k - 1) * d / 2;
+            const tcb::ConvGeometry g = MakeGeometry(2, 6 + index % 4, w, c, k, k, m, s, s, d, d,
+                                                     pad, pad + index % 2, pad, pad);
+            for (bool input_grad : {true, false}) {
+              (Check<float>(input_grad, g, 2, seed) ? passed : failed)++;
+              (Check<double>(input_grad, g, 2, seed) ? passed : failed)++;
+            }
+          }
+        }
+      }
+    }
+    std::printf("isa %s: %d failed\n", tcb::cpu::IsaName(isa), failed - failed_before);
   }
+  tcb::cpu::SetActiveIsa(selected);
   std::printf("%d passed, %d failed\n", passed, failed);
   if (failed) {
     std::printf("base seed %llu (pass it as argv[1] to rerun)\n", (unsigned long long)base_seed);

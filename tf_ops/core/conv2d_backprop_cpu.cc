@@ -11,6 +11,14 @@
 // With a 1x1 filter, stride 1 and no padding, col is x itself and both gradients
 // become a single GEMM each.
 //
+// Deep layers: when an image has few output pixels (7x7, 14x14), the input
+// gradient runs one GEMM over a group of images (their dy rows are contiguous),
+// so the filter-sized operand is packed once per group, not once per image. When
+// dW outgrows L2 (> kSplitFilterBytes), the filter gradient is split by (tap,
+// input-channel block) instead of by pixels: each unit owns an L2-sized block of
+// dW and sums over all pixels into it (FilterGradByTaps), instead of every pixel
+// tile streaming the whole dW.
+//
 // Reproducibility: the shape of every GEMM and the order of every sum depend only
 // on the geometry and ctx.num_threads, never on how parallel_for splits a range.
 // That includes the pixel tiling: Eigen's GEMM may sum a row in a different order
@@ -22,10 +30,17 @@
 
 #include <Eigen/Core>
 
-#include "tf_ops/core/cpu_kernels.h"
+#include "tf_ops/core/cpu_isa.h"
+#include "tf_ops/core/scratch.h"
+
+// Built once per instruction set, into namespace cpu::TCB_ISA (see cpu_isa.h).
+#ifndef TCB_ISA
+#error "compile with -DTCB_ISA=baseline|avx2|avx512 and that ISA's -m flags (see cpu_isa.h)"
+#endif
 
 namespace tf_conv_backprop {
 namespace cpu {
+namespace TCB_ISA {
 namespace {
 
 template <typename A>
@@ -35,10 +50,10 @@ using MatrixMap = Eigen::Map<RowMatrix<A>>;
 template <typename A>
 using ConstMatrixMap = Eigen::Map<const RowMatrix<A>>;
 
-// Aligned scratch, so Eigen sees the same alignment on every run (its
-// matrix-vector path peels unaligned leading elements, which reorders the sum).
+// Aligned (64 bytes) and counted scratch, so Eigen sees the same alignment on every
+// run (its matrix-vector path peels unaligned leading elements, which reorders the sum).
 template <typename A>
-using Scratch = std::vector<A, Eigen::aligned_allocator<A>>;
+using Scratch = ScratchVector<A>;
 
 // A col tile this size stays in L2 between the GEMM that writes it and the
 // col2im (or the GEMM) that reads it.
@@ -47,6 +62,14 @@ constexpr int64_t kColBytes = int64_t{1} << 20;
 // operand (input grad) or reads and writes all of dW (filter grad), which has
 // to be amortised over enough pixels.
 constexpr int64_t kMinTileRows = 64;
+// Deep layers: images with fewer output pixels than this share one GEMM.
+constexpr int64_t kGroupRows = 256;
+// Filter gradients whose dW is larger than this (it no longer fits in L2 and
+// would be streamed once per pixel tile) are split by (tap, channel block)
+// instead of by pixels: every dW block is owned by one unit, no partial sums.
+constexpr int64_t kSplitFilterBytes = int64_t{1} << 20;
+// Such a dW block is kept near this size (L2-resident while its pixels stream).
+constexpr int64_t kFilterBlockBytes = int64_t{512} << 10;
 // Cap on the filter gradient's per-shard partial sums; large filters use fewer
 // shards rather than hundreds of MiB of scratch.
 constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
@@ -87,10 +110,15 @@ void Im2Col(const ConvGeometry& g, const A* x, int64_t first, int64_t rows, A* c
     const int64_t iw0 = (p % g.out_cols) * g.stride_cols - g.pad_left;
     const A* x_n = x + n * g.in_rows * g.in_cols * cin;
     A* dst = col + r * g.filter_rows * row_width;
+    const bool whole_rows = g.dilation_cols == 1 && iw0 >= 0 && iw0 + g.filter_cols <= g.in_cols;
     for (int64_t kh = 0; kh < g.filter_rows; ++kh, dst += row_width) {
       const int64_t ih = ih0 + kh * g.dilation_rows;
       if (ih < 0 || ih >= g.in_rows) {
         std::fill_n(dst, row_width, A(0));
+        continue;
+      }
+      if (whole_rows) {  // the filter row's (kw, ci) values are contiguous in x
+        std::copy_n(x_n + (ih * g.in_cols + iw0) * cin, row_width, dst);
         continue;
       }
       for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
@@ -102,6 +130,31 @@ void Im2Col(const ConvGeometry& g, const A* x, int64_t first, int64_t rows, A* c
           std::copy_n(x_n + (ih * g.in_cols + iw) * cin, cin, d);
         }
       }
+    }
+  }
+}
+
+// Writes col ([rows x cb]): for the output pixels [first, first + rows) of the
+// whole batch, the input channels [c0, c0 + cb) that tap (kh, kw) reads (zero
+// where it falls outside the image).
+template <typename A>
+void Im2ColTap(const ConvGeometry& g, const A* x, int64_t kh, int64_t kw, int64_t c0, int64_t cb,
+               int64_t first, int64_t rows, A* col) {
+  const int64_t cin = g.in_depth;
+  const int64_t out_pixels = g.out_rows * g.out_cols;
+  int64_t n = first / out_pixels, oh = (first % out_pixels) / g.out_cols, ow = first % g.out_cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+    const int64_t iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+    A* d = col + r * cb;
+    if (ih < 0 || ih >= g.in_rows || iw < 0 || iw >= g.in_cols) {
+      std::fill_n(d, cb, A(0));
+    } else {
+      std::copy_n(x + ((n * g.in_rows + ih) * g.in_cols + iw) * cin + c0, cb, d);
+    }
+    if (++ow == g.out_cols) {
+      ow = 0;
+      if (++oh == g.out_rows) oh = 0, ++n;
     }
   }
 }
@@ -132,20 +185,63 @@ void Col2Im(const ConvGeometry& g, const A* col, int64_t first, int64_t rows, in
 }
 
 // dx = dy * W^T. Pixels are independent here, so fixed pixel tiles are
-// race-free units of work; they are large to amortise packing W.
+// race-free units of work: at least 256 rows to amortise packing W, and a dx
+// tile of about kPointwiseTileBytes so it stays in L2 (Eigen, AVX-512, one
+// thread, 25088 pixels: K=64 -> 256 wide went from ~53 GF/s with 3136-row tiles
+// to ~80 with 512-row tiles; noisy machine, 3 runs).
+constexpr int64_t kPointwiseTileBytes = int64_t{512} << 10;
 template <typename A>
 void PointwiseInputGrad(const CpuContext& ctx, const ConvGeometry& g, const A* w, const A* dy,
                         A* dx) {
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t pixels = g.batch * g.in_rows * g.in_cols;
-  const int64_t tile =
-      std::min(pixels, std::max<int64_t>(256, CeilDiv(pixels, 4 * int64_t{ctx.num_threads})));
+  const int64_t tile = std::min(
+      pixels, std::max<int64_t>(256, kPointwiseTileBytes / (cin * static_cast<int64_t>(sizeof(A)))));
   const ConstMatrixMap<A> wm(w, cin, cout);
   ctx.For(CeilDiv(pixels, tile), tile * cin * cout, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t p0 = t * tile, rows = std::min(tile, pixels - p0);
       MatrixMap<A>(dx + p0 * cin, rows, cin).noalias() =
           ConstMatrixMap<A>(dy + p0 * cout, rows, cout) * wm.transpose();
+    }
+  });
+}
+
+// dW for a large filter: units are (tap, input-channel block) pairs, each owning
+// the rows [tap*Cin + c0, + cb) of dW ([cb x Cout], L2-sized) and summing over
+// all pixels of the batch in fixed tiles: dW_blk (+)= col_tap^T * dy_tile. Each dW
+// element is written by one unit in a fixed order, so no partials, no reduction
+// pass, and the result does not depend on the thread count.
+template <typename A>
+void FilterGradByTaps(const CpuContext& ctx, const ConvGeometry& g, const A* x, const A* dy,
+                      A* dw) {
+  const int64_t cin = g.in_depth, cout = g.out_depth;
+  const int64_t taps = g.filter_rows * g.filter_cols;
+  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
+  const int64_t threads = std::max(1, ctx.num_threads);
+  int64_t block = std::max<int64_t>(
+      16, std::min(cin, kFilterBlockBytes / (cout * static_cast<int64_t>(sizeof(A)))));
+  while (taps * CeilDiv(cin, block) < 8 * threads && block > 64) block = CeilDiv(block, 2);
+  const int64_t blocks = CeilDiv(cin, block);
+  const int64_t tile = std::max<int64_t>(
+      64, std::min(pixels, kColBytes / (block * static_cast<int64_t>(sizeof(A)))));
+  ctx.For(taps * blocks, pixels * block * cout, [&](int64_t begin, int64_t end) {
+    Scratch<A> col(tile * block);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t t = u / blocks, c0 = (u % blocks) * block;
+      const int64_t cb = std::min(block, cin - c0);
+      MatrixMap<A> dw_blk(dw + (t * cin + c0) * cout, cb, cout);
+      for (int64_t p0 = 0; p0 < pixels; p0 += tile) {
+        const int64_t rows = std::min(tile, pixels - p0);
+        Im2ColTap(g, x, t / g.filter_cols, t % g.filter_cols, c0, cb, p0, rows, col.data());
+        const auto product = ConstMatrixMap<A>(col.data(), rows, cb).transpose() *
+                             ConstMatrixMap<A>(dy + p0 * cout, rows, cout);
+        if (p0 == 0) {
+          dw_blk.noalias() = product;
+        } else {
+          dw_blk.noalias() += product;
+        }
+      }
     }
   });
 }
@@ -165,16 +261,30 @@ void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, con
   const int64_t in_pixels = g.in_rows * g.in_cols;
   const int64_t out_pixels = g.out_rows * g.out_cols;
 
-  // Work units are (image, input-channel block) pairs: their dx elements are
-  // disjoint, so col2im needs no locks. Channel blocks only exist to give a
-  // small batch enough units for every thread (twice over, for balance); each
-  // keeps >= ~48 col columns so its GEMM stays efficient.
-  const int64_t threads = std::max(1, ctx.num_threads);
-  int64_t blocks = 1;
-  if (threads > 1 && g.batch < 2 * threads) {
-    const int64_t min_block = CeilDiv(48, taps);
-    blocks = std::max<int64_t>(1, std::min(CeilDiv(2 * threads, g.batch), cin / min_block));
+  // Images with few output pixels (deep layers: 7x7, 14x14) are grouped: the dy
+  // rows of consecutive images are contiguous in NHWC, so one GEMM covers a
+  // group and W is packed once per group instead of once per image.
+  int64_t group = 1;
+  if (out_pixels < kGroupRows) {
+    group = std::min(g.batch, CeilDiv(kGroupRows, out_pixels));
+    group = CeilDiv(g.batch, CeilDiv(g.batch, group));  // near-equal groups
   }
+  const int64_t groups = CeilDiv(g.batch, group);
+
+  // Work units are (image group, input-channel block) pairs: their dx elements
+  // are disjoint, so col2im needs no locks. Channel blocks give a small batch
+  // enough units for every thread (twice over, for balance), each keeping >= ~48
+  // col columns so its GEMM stays efficient; a group's col (all its rows at once)
+  // is also kept near kColBytes by narrower blocks.
+  const int64_t threads = std::max(1, ctx.num_threads);
+  const int64_t min_block = CeilDiv(48, taps);
+  int64_t blocks = 1;
+  if (threads > 1 && groups < 2 * threads) blocks = CeilDiv(2 * threads, groups);
+  if (group > 1) {
+    const int64_t col_bytes = group * out_pixels * taps * cin * static_cast<int64_t>(sizeof(A));
+    blocks = std::max(blocks, CeilDiv(col_bytes, 2 * kColBytes));
+  }
+  blocks = std::max<int64_t>(1, std::min(blocks, cin / min_block));
   const int64_t block = CeilDiv(cin, blocks);
   blocks = CeilDiv(cin, block);
 
@@ -194,20 +304,34 @@ void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, con
     w = packed.data();
   }
 
-  const int64_t tile = TileRows<A>(taps * block, out_pixels);
-  ctx.For(g.batch * blocks, out_pixels * taps * block * cout, [&](int64_t begin, int64_t end) {
+  const int64_t tile = group > 1 ? group * out_pixels : TileRows<A>(taps * block, out_pixels);
+  ctx.For(groups * blocks, group * out_pixels * taps * block * cout, [&](int64_t begin, int64_t end) {
     Scratch<A> col(tile * taps * block);
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t n = u / blocks, c0 = (u % blocks) * block;
+      const int64_t n0 = (u / blocks) * group, c0 = (u % blocks) * block;
+      const int64_t nb = std::min(group, g.batch - n0);
       const int64_t cb = std::min(block, cin - c0), width = taps * cb;
-      // Pixels no tap reads must come out zero, so start from zero everywhere.
-      A* dx_n = in_backprop + n * in_pixels * cin + c0;
-      for (int64_t i = 0; i < in_pixels; ++i) std::fill_n(dx_n + i * cin, cb, A(0));
       const ConstMatrixMap<A> wb(w + taps * c0 * cout, width, cout);
+      for (int64_t n = n0; n < n0 + nb; ++n) {
+        // Pixels no tap reads must come out zero, so start from zero everywhere.
+        A* dx_n = in_backprop + n * in_pixels * cin + c0;
+        for (int64_t i = 0; i < in_pixels; ++i) std::fill_n(dx_n + i * cin, cb, A(0));
+      }
+      if (group > 1) {
+        MatrixMap<A>(col.data(), nb * out_pixels, width).noalias() =
+            ConstMatrixMap<A>(out_backprop + n0 * out_pixels * cout, nb * out_pixels, cout) *
+            wb.transpose();
+        for (int64_t i = 0; i < nb; ++i) {
+          Col2Im(g, col.data() + i * out_pixels * width, 0, out_pixels, cb,
+                 in_backprop + (n0 + i) * in_pixels * cin + c0);
+        }
+        continue;
+      }
+      A* dx_n = in_backprop + n0 * in_pixels * cin + c0;
       for (int64_t p0 = 0; p0 < out_pixels; p0 += tile) {
         const int64_t rows = std::min(tile, out_pixels - p0);
         MatrixMap<A>(col.data(), rows, width).noalias() =
-            ConstMatrixMap<A>(out_backprop + (n * out_pixels + p0) * cout, rows, cout) *
+            ConstMatrixMap<A>(out_backprop + (n0 * out_pixels + p0) * cout, rows, cout) *
             wb.transpose();
         Col2Im(g, col.data(), p0, rows, cb, dx_n);
       }
@@ -224,6 +348,11 @@ void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, co
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t filter_size = k * cout;
   const int64_t pixels = g.batch * g.out_rows * g.out_cols;
+
+  if (!pointwise && filter_size * static_cast<int64_t>(sizeof(A)) > kSplitFilterBytes) {
+    FilterGradByTaps(ctx, g, input, out_backprop, filter_backprop);
+    return;
+  }
 
   // Every output pixel contributes to every dW element, so threads cannot split
   // dW by pixels without racing. Instead the pixels are cut into a fixed number
@@ -276,5 +405,9 @@ template void Conv2DBackpropFilterNhwc<float>(const CpuContext&, const ConvGeome
 template void Conv2DBackpropFilterNhwc<double>(const CpuContext&, const ConvGeometry&,
                                                const double*, const double*, double*);
 
+}  // namespace TCB_ISA
 }  // namespace cpu
 }  // namespace tf_conv_backprop
+
+// The front end's layout helpers, compiled into this variant too.
+#include "tf_ops/core/layout_cpu_inl.h"

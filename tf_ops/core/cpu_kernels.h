@@ -7,8 +7,15 @@
 #ifndef TF_CONV_BACKPROP_CORE_CPU_KERNELS_H_
 #define TF_CONV_BACKPROP_CORE_CPU_KERNELS_H_
 
+#include <cstdint>
+
 #include "tf_ops/core/cpu_engine.h"
 #include "tf_ops/core/geometry.h"
+
+namespace Eigen {
+struct half;
+struct bfloat16;
+}  // namespace Eigen
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -29,6 +36,18 @@ void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, 
 template <typename A>
 void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop);
+
+// Layout helpers of the engine front end (serial; the caller splits the work).
+// From -> To is one of half/bfloat16 -> float, float -> half/bfloat16 (round to
+// nearest even, as Eigen's conversions), float -> float, double -> double.
+// dst[i] = To(src[i]) for i in [0, count).
+template <typename From, typename To>
+void ConvertElements(const From* src, To* dst, int64_t count);
+// dst[j * dst_stride + i] = To(src[i * src_stride + j]) for i < rows, j < cols,
+// in cache tiles (NCHW <-> NHWC of a block of pixels).
+template <typename From, typename To>
+void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_stride,
+                      int64_t rows, int64_t cols);
 
 }  // namespace cpu
 }  // namespace tf_conv_backprop

@@ -1,5 +1,4 @@
-// Depthwise convolution gradients on the CPU (NHWC): direct loops with the
-// channel loop innermost and contiguous, so the auto-vectoriser can use it.
+// Depthwise convolution gradients on the CPU (NHWC).
 //
 // The forward op, with M = depth_multiplier and C = in_depth:
 //   y[n,oh,ow,c*M+m] = sum_{kh,kw} x[n,ih,iw,c] * W[kh,kw,c,m]
@@ -11,18 +10,30 @@
 //   dW[kh,kw,c,m] = sum over n, oh, ow whose tap lies inside the image of
 //                   x[n,ih,iw,c] * dy[n,oh,ow,c*M+m]
 //
-// Both kernels walk the same (row, tap, column) triples; only the column range
-// for each kw is precomputed (it is the same for every row), so no division or
-// bounds test sits inside the pixel loop. Portable C++ (plus the universally
-// supported __restrict): ISA-specific builds of these loops are a later step.
+// Input gradient: explicit SIMD over the C*M "lanes" with 8 dx pixels of
+// accumulators in registers across all taps, every stride handled as residue
+// classes of dx columns (InputGradRowsSimd). Filter gradient: for 3x3 and 5x5,
+// every tap's accumulator in registers while a dy row streams past
+// (FilterGradRowsSimd); other filter sizes run the portable loops below, taps
+// outer and a contiguous channel loop inner, left to the auto-vectoriser. No
+// division or bounds test sits inside a pixel loop: column ranges are
+// precomputed, edges run separate, checked code.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
-#include "tf_ops/core/cpu_kernels.h"
+#include "tf_ops/core/cpu_isa.h"
+#include "tf_ops/core/scratch.h"
+
+// Built once per instruction set, into namespace cpu::TCB_ISA (see cpu_isa.h).
+#ifndef TCB_ISA
+#error "compile with -DTCB_ISA=baseline|avx2|avx512 and that ISA's -m flags (see cpu_isa.h)"
+#endif
 
 namespace tf_conv_backprop {
 namespace cpu {
+namespace TCB_ISA {
 namespace {
 
 // ceil(a / b) for b > 0 and any sign of a (C++ division truncates toward zero).
@@ -72,18 +83,6 @@ int64_t Multiplier(const ConvGeometry& g) {
 template <typename A>
 constexpr int64_t kBlock = 64 / sizeof(A);
 
-// acc[c] += sum_m dy[c*M+m] * w[c*M+m], c in [0, count).
-template <typename A, int kM>
-inline void InputChannels(int64_t count, int64_t mult, const A* __restrict dy,
-                          const A* __restrict w, A* __restrict acc) {
-  const int64_t M = kM > 0 ? kM : mult;
-  for (int64_t c = 0; c < count; ++c) {
-    A sum = dy[c * M] * w[c * M];
-    for (int64_t m = 1; m < M; ++m) sum += dy[c * M + m] * w[c * M + m];
-    acc[c] += sum;
-  }
-}
-
 // dw[c*M+m] += x[c] * dy[c*M+m], c in [0, count).
 template <typename A, int kM>
 inline void FilterChannels(int64_t count, int64_t mult, const A* __restrict x,
@@ -96,52 +95,12 @@ inline void FilterChannels(int64_t count, int64_t mult, const A* __restrict x,
 }
 
 template <typename A, int kM>
-inline void InputPixel(int64_t channels, int64_t mult, const A* dy, const A* w, A* acc) {
-  constexpr int64_t B = kBlock<A>;
-  const int64_t M = kM > 0 ? kM : mult;
-  int64_t c = 0;
-  for (; c + B <= channels; c += B) InputChannels<A, kM>(B, M, dy + c * M, w + c * M, acc + c);
-  InputChannels<A, kM>(channels - c, M, dy + c * M, w + c * M, acc + c);
-}
-
-template <typename A, int kM>
 inline void FilterPixel(int64_t channels, int64_t mult, const A* x, const A* dy, A* dw) {
   constexpr int64_t B = kBlock<A>;
   const int64_t M = kM > 0 ? kM : mult;
   int64_t c = 0;
   for (; c + B <= channels; c += B) FilterChannels<A, kM>(B, M, x + c, dy + c * M, dw + c * M);
   FilterChannels<A, kM>(channels - c, M, x + c, dy + c * M, dw + c * M);
-}
-
-// Computes the dx rows r = n*in_rows + ih in [begin, end). Each row is owned by
-// one caller, so it is accumulated in place in the output (which doubles as the
-// row buffer) without any synchronisation.
-template <typename A, int kM>
-void InputGradRows(const ConvGeometry& g, const std::vector<ColumnSpan>& spans, const A* filter,
-                   const A* dy, A* dx, int64_t begin, int64_t end) {
-  const int64_t C = g.in_depth, M = Multiplier<kM>(g), CM = C * M;
-  const int64_t row_elems = g.in_cols * C;
-  const int64_t dy_row_elems = g.out_cols * CM;
-  const int64_t acc_step = g.stride_cols * C;
-  for (int64_t r = begin; r < end; ++r) {
-    const int64_t n = r / g.in_rows, ih = r % g.in_rows;
-    A* acc = dx + r * row_elems;
-    std::fill(acc, acc + row_elems, A(0));
-    for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
-      const int64_t oh = OutRowFor(g, ih, kh);
-      if (oh < 0) continue;
-      const A* dy_row = dy + (n * g.out_rows + oh) * dy_row_elems;
-      for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
-        const ColumnSpan& s = spans[kw];
-        const A* w = filter + (kh * g.filter_cols + kw) * CM;
-        const A* dy_px = dy_row + s.ow_begin * CM;
-        A* acc_px = acc + s.iw_begin * C;
-        for (int64_t ow = s.ow_begin; ow < s.ow_end; ++ow, dy_px += CM, acc_px += acc_step) {
-          InputPixel<A, kM>(C, M, dy_px, w, acc_px);
-        }
-      }
-    }
-  }
 }
 
 // Adds the contributions of the dy rows r = n*out_rows + oh in [begin, end)
@@ -187,21 +146,306 @@ int64_t CostPerRow(const ConvGeometry& g, int64_t cols, int64_t row_taps) {
   return std::max<int64_t>(1, cols * g.out_depth * row_taps * g.filter_cols);
 }
 
+// ---------------------------------------------------------------------------
+// Explicit-SIMD paths (GCC vector extensions, so each ISA build gets its own
+// width: 16 bytes baseline, 32 AVX2, 64 AVX-512).
+//
+// Both gradients work on "lanes": the C*M elements of a dy pixel, which are
+// also the C*M elements of a filter tap, contiguous in both. With
+//   G[ih,iw,l] = sum over taps of dy[oh,ow,l] * W[kh,kw,l]        (l = c*M + m)
+// the input gradient is dx[c] = sum_m G[c*M + m] (G itself when M == 1), and
+//   dW[kh,kw,l] = sum over pixels of X[ih,iw,l] * dy[oh,ow,l]
+// with X the input with each channel repeated M times (x itself when M == 1).
+// So one lane loop serves every multiplier; M > 1 only adds a reduction pass
+// (input grad) or an expansion of the x rows (filter grad).
+
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
+constexpr int kVectorBytes = 32;
+#else
+constexpr int kVectorBytes = 16;
+#endif
+typedef float VecF __attribute__((vector_size(kVectorBytes)));
+typedef double VecD __attribute__((vector_size(kVectorBytes)));
+template <typename A>
+struct SimdOf;
+template <>
+struct SimdOf<float> {
+  using Type = VecF;
+};
+template <>
+struct SimdOf<double> {
+  using Type = VecD;
+};
+// V is a vector type or A itself (one lane, for the lane tail).
+template <typename V, typename A>
+constexpr int64_t kLanes = sizeof(V) / sizeof(A);
+
+template <typename V, typename A>
+inline V Load(const A* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V, typename A>
+inline void Store(A* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// ---- Input gradient --------------------------------------------------------
+
+// One (kh, kw) tap as seen from one residue class of dx columns: dx column
+// iw = rho + j*stride_cols reads dy column ow = j + ow_offset of dy_row.
+template <typename A>
+struct InputTap {
+  const A* dy_row;  // dy row oh, at column 0
+  const A* w;       // filter tap (kh, kw), C*M lanes
+  int64_t ow_offset;
+};
+
+// Output pixels of accumulators kept in registers across all taps.
+constexpr int kPixelBlock = 8;
+
+// G for dx columns j0 .. j0+P-1 of one class (each with dy columns in range for
+// every tap), lanes [l, l + lanes of V); g_px points at lane 0 of column j0,
+// g_step is the distance between consecutive columns of the class.
+template <typename V, typename A, int P>
+inline void InputLaneBlock(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t l,
+                           int64_t cm, A* g_px, int64_t g_step) {
+  V acc[P];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) acc[p] = V{};
+  for (int64_t t = 0; t < ntaps; ++t) {
+    const V w = Load<V>(taps[t].w + l);
+    const A* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l;
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) acc[p] += Load<V>(dy + p * cm) * w;
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) Store(g_px + p * g_step + l, acc[p]);
+}
+
+// All lanes of P columns: full vectors, then one lane at a time.
+template <typename A, int P>
+inline void InputPixels(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t cm, A* g_px,
+                        int64_t g_step) {
+  using V = typename SimdOf<A>::Type;
+  int64_t l = 0;
+  for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
+    InputLaneBlock<V, A, P>(taps, ntaps, j0, l, cm, g_px, g_step);
+  }
+  for (; l < cm; ++l) InputLaneBlock<A, A, P>(taps, ntaps, j0, l, cm, g_px, g_step);
+}
+
+// G for one dx row (all its columns), written to g (in_cols x C*M).
+template <typename A>
+void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64_t n, int64_t ih,
+                      std::vector<InputTap<A>>& taps, std::vector<InputTap<A>>& some, A* grow) {
+  const int64_t cm = g.in_depth * g.depth_multiplier, sc = g.stride_cols;
+  const int64_t dy_row_elems = g.out_cols * cm;
+  for (int64_t rho = 0; rho < sc && rho < g.in_cols; ++rho) {
+    // Taps reaching this class of columns, and the columns j they all reach.
+    taps.clear();
+    int64_t lo = 0, hi = (g.in_cols - rho + sc - 1) / sc;
+    const int64_t count = hi;
+    for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+      const int64_t oh = OutRowFor(g, ih, kh);
+      if (oh < 0) continue;
+      for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+        const int64_t t = rho + g.pad_left - kw * g.dilation_cols;
+        if (((t % sc) + sc) % sc != 0) continue;
+        const int64_t off = t / sc;  // exact
+        taps.push_back({dy + (n * g.out_rows + oh) * dy_row_elems,
+                        filter + (kh * g.filter_cols + kw) * cm, off});
+        lo = std::max(lo, -off);
+        hi = std::min(hi, g.out_cols - off);
+      }
+    }
+    A* g0 = grow + rho * cm;
+    const int64_t step = sc * cm;
+    if (taps.empty()) {
+      for (int64_t j = 0; j < count; ++j) std::fill_n(g0 + j * step, cm, A(0));
+      continue;
+    }
+    lo = std::min(lo, count);
+    hi = std::max(lo, hi);
+    // Edge columns: only the taps whose dy column exists.
+    auto edge = [&](int64_t j) {
+      some.clear();
+      for (const InputTap<A>& tap : taps) {
+        const int64_t ow = j + tap.ow_offset;
+        if (ow >= 0 && ow < g.out_cols) some.push_back(tap);
+      }
+      if (some.empty()) {
+        std::fill_n(g0 + j * step, cm, A(0));
+      } else {
+        InputPixels<A, 1>(some.data(), some.size(), j, cm, g0 + j * step, step);
+      }
+    };
+    for (int64_t j = 0; j < lo; ++j) edge(j);
+    int64_t j = lo;
+    for (; j + kPixelBlock <= hi; j += kPixelBlock) {
+      InputPixels<A, kPixelBlock>(taps.data(), taps.size(), j, cm, g0 + j * step, step);
+    }
+    for (; j < hi; ++j) InputPixels<A, 1>(taps.data(), taps.size(), j, cm, g0 + j * step, step);
+    for (j = hi; j < count; ++j) edge(j);
+  }
+}
+
+template <typename A>
+void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* dx, int64_t begin,
+                       int64_t end) {
+  const int64_t c = g.in_depth, m = g.depth_multiplier;
+  std::vector<InputTap<A>> taps, some;
+  taps.reserve(g.filter_rows * g.filter_cols);
+  some.reserve(g.filter_rows * g.filter_cols);
+  ScratchVector<A> lanes(m > 1 ? g.in_cols * c * m : 0);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t n = r / g.in_rows, ih = r % g.in_rows;
+    A* dx_row = dx + r * g.in_cols * c;
+    if (m == 1) {
+      InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row);
+      continue;
+    }
+    InputGradRowSimd(g, filter, dy, n, ih, taps, some, lanes.data());
+    for (int64_t i = 0; i < g.in_cols * c; ++i) {
+      const A* s = lanes.data() + i * m;
+      A sum = s[0];
+      for (int64_t k = 1; k < m; ++k) sum += s[k];
+      dx_row[i] = sum;
+    }
+  }
+}
+
+// ---- Filter gradient -------------------------------------------------------
+
+// Adds one dy row's contribution to dw, for a KH x KW filter whose taps are
+// all in registers: acc[kh][kw] for one vector of lanes, over the row's pixels.
+// x_rows[kh] points at lane 0 of column 0 of the (expanded) input row tap kh
+// reads, or at a row of zeros; columns outside the image are skipped at the
+// edges (ow < ow_lo or ow >= ow_hi).
+template <typename V, typename A, int KH, int KW>
+inline void FilterLaneBlock(const ConvGeometry& g, const A* const* x_rows, const A* dy_row,
+                            int64_t ow_lo, int64_t ow_hi, int64_t l, int64_t cm, A* dw) {
+  V acc[KH][KW];
+#pragma GCC unroll 5
+  for (int kh = 0; kh < KH; ++kh)
+#pragma GCC unroll 5
+    for (int kw = 0; kw < KW; ++kw) acc[kh][kw] = Load<V>(dw + (kh * KW + kw) * cm + l);
+  const int64_t sc = g.stride_cols, dc = g.dilation_cols, pl = g.pad_left;
+  // Edge columns: check each tap's input column.
+  auto edge = [&](int64_t ow) {
+    const V d = Load<V>(dy_row + ow * cm + l);
+#pragma GCC unroll 5
+    for (int kw = 0; kw < KW; ++kw) {
+      const int64_t iw = ow * sc - pl + kw * dc;
+      if (iw < 0 || iw >= g.in_cols) continue;
+#pragma GCC unroll 5
+      for (int kh = 0; kh < KH; ++kh) acc[kh][kw] += Load<V>(x_rows[kh] + iw * cm + l) * d;
+    }
+  };
+  for (int64_t ow = 0; ow < ow_lo; ++ow) edge(ow);
+  for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+    const V d = Load<V>(dy_row + ow * cm + l);
+    const int64_t iw0 = ow * sc - pl;
+#pragma GCC unroll 5
+    for (int kh = 0; kh < KH; ++kh) {
+      const A* x = x_rows[kh] + iw0 * cm + l;
+#pragma GCC unroll 5
+      for (int kw = 0; kw < KW; ++kw) acc[kh][kw] += Load<V>(x + kw * dc * cm) * d;
+    }
+  }
+  for (int64_t ow = std::max(ow_lo, ow_hi); ow < g.out_cols; ++ow) edge(ow);
+#pragma GCC unroll 5
+  for (int kh = 0; kh < KH; ++kh)
+#pragma GCC unroll 5
+    for (int kw = 0; kw < KW; ++kw) Store(dw + (kh * KW + kw) * cm + l, acc[kh][kw]);
+}
+
+// Adds the dy rows [begin, end) (r = n*out_rows + oh) into dw.
+template <typename A, int KH, int KW>
+void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, int64_t begin,
+                        int64_t end) {
+  using V = typename SimdOf<A>::Type;
+  const int64_t c = g.in_depth, m = g.depth_multiplier, cm = c * m;
+  const int64_t row_lanes = g.in_cols * cm;
+  // A row of zeros stands in for input rows outside the image; with M > 1 the
+  // KH input rows are expanded to lanes first.
+  ScratchVector<A> zeros(row_lanes, A(0));
+  ScratchVector<A> expanded(m > 1 ? KH * row_lanes : 0);
+  // Which input row (n*in_rows + ih) each of the KH expanded slots holds: with
+  // stride 1 consecutive dy rows share KH - 1 input rows, expanded only once.
+  int64_t slot_row[KH];
+  std::fill_n(slot_row, KH, int64_t{-1});
+  // Columns ow whose taps all land inside the image.
+  const int64_t sc = g.stride_cols, span = (KW - 1) * g.dilation_cols;
+  const int64_t ow_lo = std::min(g.out_cols, CeilDiv(g.pad_left, sc));
+  const int64_t ow_hi = std::max<int64_t>(
+      ow_lo, std::min(g.out_cols, CeilDiv(g.in_cols - span + g.pad_left, sc)));
+  const A* x_rows[KH];
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t n = r / g.out_rows, oh = r % g.out_rows;
+    for (int kh = 0; kh < KH; ++kh) {
+      const int64_t ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+      if (ih < 0 || ih >= g.in_rows) {
+        x_rows[kh] = zeros.data();
+        continue;
+      }
+      const int64_t row = n * g.in_rows + ih;
+      const A* src = x + row * g.in_cols * c;
+      if (m == 1) {
+        x_rows[kh] = src;
+        continue;
+      }
+      int slot = 0;
+      while (slot < KH && slot_row[slot] != row) ++slot;
+      if (slot == KH) {  // not expanded yet: take a slot no tap of this dy row uses
+        for (slot = 0; slot < KH; ++slot) {
+          bool used = false;
+          for (int k = 0; k < KH; ++k) {
+            const int64_t ik = oh * g.stride_rows - g.pad_top + k * g.dilation_rows;
+            used |= ik >= 0 && ik < g.in_rows && slot_row[slot] == n * g.in_rows + ik;
+          }
+          if (!used) break;  // at most KH - 1 slots hold rows this dy row needs
+        }
+        A* e = expanded.data() + slot * row_lanes;
+        for (int64_t i = 0; i < g.in_cols * c; ++i) std::fill_n(e + i * m, m, src[i]);
+        slot_row[slot] = row;
+      }
+      x_rows[kh] = expanded.data() + slot * row_lanes;
+    }
+    const A* dy_row = dy + r * g.out_cols * cm;
+    int64_t l = 0;
+    for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
+      FilterLaneBlock<V, A, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
+    }
+    for (; l < cm; ++l) FilterLaneBlock<A, A, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
+  }
+}
+
+// The filter sizes with a register-blocked filter-gradient kernel.
+template <typename A>
+using FilterRowsFn = void (*)(const ConvGeometry&, const A*, const A*, A*, int64_t, int64_t);
+template <typename A>
+FilterRowsFn<A> SimdFilterRows(const ConvGeometry& g) {
+  if (g.filter_rows == 3 && g.filter_cols == 3) return &FilterGradRowsSimd<A, 3, 3>;
+  if (g.filter_rows == 5 && g.filter_cols == 5) return &FilterGradRowsSimd<A, 5, 5>;
+  return nullptr;
+}
+
 }  // namespace
 
 template <typename A>
 void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
                                 const A* out_backprop, A* in_backprop) {
-  const std::vector<ColumnSpan> spans = ColumnSpans(geo);
-  const auto rows_fn = PickByMultiplier(geo.depth_multiplier, &InputGradRows<A, 1>,
-                                        &InputGradRows<A, 2>, &InputGradRows<A, 0>);
   // dx rows are disjoint and each is a gather over dy, so rows parallelise
   // without races and the result does not depend on the split.
   // A dx row is reached by about filter_rows / stride_rows taps.
   const int64_t row_taps = CeilDiv(geo.filter_rows, geo.stride_rows);
   const int64_t cost = CostPerRow(geo, geo.out_cols, row_taps);
   ctx.For(geo.batch * geo.in_rows, cost, [&](int64_t begin, int64_t end) {
-    rows_fn(geo, spans, filter, out_backprop, in_backprop, begin, end);
+    InputGradRowsSimd(geo, filter, out_backprop, in_backprop, begin, end);
   });
 }
 
@@ -209,8 +453,10 @@ template <typename A>
 void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop) {
   const std::vector<ColumnSpan> spans = ColumnSpans(geo);
-  const auto rows_fn = PickByMultiplier(geo.depth_multiplier, &FilterGradRows<A, 1>,
-                                        &FilterGradRows<A, 2>, &FilterGradRows<A, 0>);
+  const auto generic_fn = PickByMultiplier(geo.depth_multiplier, &FilterGradRows<A, 1>,
+                                           &FilterGradRows<A, 2>, &FilterGradRows<A, 0>);
+  // Fast path: 3x3 and 5x5 filters, all taps' accumulators in registers.
+  const FilterRowsFn<A> simd_fn = SimdFilterRows<A>(geo);
   // Every dy row adds into all of dW, so each shard sums into a private
   // partial. The shard boundaries depend only on the geometry and num_threads
   // (never on how the pool splits the range) and the partials are added in
@@ -221,7 +467,7 @@ void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo,
   auto shard_begin = [&](int64_t s) { return s * base + std::min(s, extra); };
   const int64_t fe = geo.filter_elements;
   // Shard 0 sums straight into the output; the others into scratch.
-  std::vector<A> partials((shards - 1) * fe);
+  ScratchVector<A> partials((shards - 1) * fe);
   auto partial = [&](int64_t s) {
     return s == 0 ? filter_backprop : partials.data() + (s - 1) * fe;
   };
@@ -231,7 +477,11 @@ void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo,
     for (int64_t s = begin; s < end; ++s) {
       A* dw = partial(s);
       std::fill(dw, dw + fe, A(0));
-      rows_fn(geo, spans, input, out_backprop, dw, shard_begin(s), shard_begin(s + 1));
+      if (simd_fn) {
+        simd_fn(geo, input, out_backprop, dw, shard_begin(s), shard_begin(s + 1));
+      } else {
+        generic_fn(geo, spans, input, out_backprop, dw, shard_begin(s), shard_begin(s + 1));
+      }
     }
   });
   if (shards == 1) return;
@@ -252,5 +502,6 @@ template void DepthwiseBackpropFilterNhwc<float>(const CpuContext&, const ConvGe
 template void DepthwiseBackpropFilterNhwc<double>(const CpuContext&, const ConvGeometry&,
                                                   const double*, const double*, double*);
 
+}  // namespace TCB_ISA
 }  // namespace cpu
 }  // namespace tf_conv_backprop

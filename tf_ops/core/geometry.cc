@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace tf_conv_backprop {
 namespace {
@@ -68,7 +71,75 @@ std::string Label(OpKind op, const char* tensor) {
   return tensor;
 }
 
+// First integer after `key` in the file (e.g. "MemAvailable:" in /proc/meminfo), or
+// the file's first integer for an empty key; -1 when absent.
+int64_t ReadNumber(const char* path, const std::string& key) {
+  std::ifstream f(path);
+  std::string word;
+  while (f >> word) {
+    if (!key.empty() && word != key) continue;
+    if (key.empty()) return std::strtoll(word.c_str(), nullptr, 10);
+    long long v;
+    return f >> v ? v : -1;
+  }
+  return -1;
+}
+
+std::string Bytes(int64_t b) {
+  return b >= (int64_t{1} << 30) ? Str(b / double(int64_t{1} << 30), " GiB") : Str(b, " bytes");
+}
+
 }  // namespace
+
+int64_t AvailableMemoryBytes() {
+  if (const char* env = std::getenv("TF_CONV_BACKPROP_MEMORY_LIMIT")) {
+    const long long v = std::strtoll(env, nullptr, 10);
+    return v > 0 ? v : -1;
+  }
+  const int64_t available_kb = ReadNumber("/proc/meminfo", "MemAvailable:");
+  const int64_t swap_kb = ReadNumber("/proc/meminfo", "SwapFree:");
+  if (available_kb < 0) return -1;
+  int64_t bytes = (available_kb + std::max<int64_t>(swap_kb, 0)) * 1024;
+  // Containers: the memory cgroup's headroom (v2, then v1); "max" or huge = no limit.
+  const std::pair<const char*, const char*> cgroups[] = {
+      {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+      {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+  for (const auto& [limit_path, usage_path] : cgroups) {
+    const int64_t limit = ReadNumber(limit_path, ""), usage = ReadNumber(usage_path, "");
+    if (limit > 0 && usage >= 0 && limit < (int64_t{1} << 60)) {
+      bytes = std::min(bytes, std::max<int64_t>(limit - usage, 0));
+      break;
+    }
+  }
+  return bytes;
+}
+
+Status CheckCpuMemory(OpKind op, const ConvGeometry& geo, int64_t element_size) {
+  constexpr int64_t kScratchFloor = int64_t{32} << 20;  // the engine's bound: max(32 MiB, output)
+  constexpr int64_t kLookUpAbove = int64_t{1} << 30;
+  const int64_t elements = ComputesInputGrad(op) ? geo.input_elements : geo.filter_elements;
+  int64_t output = 0, needed = 0;
+  const bool fits = CheckedMul(elements, element_size, &output) &&
+                    CheckedAdd(output, std::max(output, kScratchFloor), &needed);
+  const char* sizes = ComputesInputGrad(op) ? "input_sizes" : "filter_sizes";
+  if (!fits) {
+    return ResourceExhausted(Str(OpName(op), ": the output given by `", sizes, "` (", elements,
+                                 " elements of ", element_size, " bytes) needs more than 2^63 bytes"));
+  }
+  if (needed <= kLookUpAbove && std::getenv("TF_CONV_BACKPROP_MEMORY_LIMIT") == nullptr) return OkStatus();
+  const int64_t available = AvailableMemoryBytes();
+  if (available >= 0 && needed > available) {
+    return ResourceExhausted(Str(OpName(op), ": the output given by `", sizes, "` (", elements, " elements, ",
+                                 Bytes(output), ") and the CPU engine's scratch need up to ", Bytes(needed),
+                                 ", more than the ", Bytes(available),
+                                 " of memory available to this process (",
+                                 std::getenv("TF_CONV_BACKPROP_MEMORY_LIMIT")
+                                     ? "TF_CONV_BACKPROP_MEMORY_LIMIT"
+                                     : "MemAvailable + SwapFree, cgroup limit; TF_CONV_BACKPROP_MEMORY_LIMIT overrides",
+                                 ")"));
+  }
+  return OkStatus();
+}
 
 const char* OpName(OpKind op) {
   switch (op) {

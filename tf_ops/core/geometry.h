@@ -123,6 +123,18 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
                        const std::vector<int64_t>& filter_shape,
                        const std::vector<int64_t>& out_backprop_shape, ConvGeometry* geo);
 
+// Memory guard (issue 6): a legal request too big for this machine fails at once
+// with ResourceExhausted, naming the sizes argument, instead of TF's allocator
+// retrying for seconds or the kernel being killed for memory. What a CPU call may
+// need is its output plus the engine's scratch bound, max(32 MiB, output bytes);
+// that must fit in AvailableMemoryBytes(), which is looked up only for requests
+// above 1 GiB. An output whose byte size overflows int64 is always refused.
+Status CheckCpuMemory(OpKind op, const ConvGeometry& geo, int64_t element_size);
+// Bytes this process can still allocate: TF_CONV_BACKPROP_MEMORY_LIMIT (bytes) when
+// set (0 = unlimited); else MemAvailable + SwapFree (/proc/meminfo), capped by the
+// memory cgroup's limit minus its usage; -1 when unknown (no limit applied).
+int64_t AvailableMemoryBytes();
+
 // a * b and a + b, or false when the result does not fit in int64.
 bool CheckedMul(int64_t a, int64_t b, int64_t* out);
 bool CheckedAdd(int64_t a, int64_t b, int64_t* out);

@@ -1,6 +1,9 @@
-// The TF binding: one kernel template for all four ops. It reads attributes once
-// (constructor), reads shapes and the sizes input, asks geometry to validate
-// everything, allocates the output and hands raw pointers to the engine.
+// The TF binding: one kernel template for all four ops and both devices. It reads
+// attributes once (constructor), reads shapes and the sizes input, asks geometry to
+// validate everything, allocates the output and hands raw pointers to the engine of
+// its device: the CPU engine with TF's intra-op pool, or (built with GOOGLE_CUDA) the
+// CUDA engine on TF's compute stream with scratch from TF's allocator.
+#include <type_traits>
 #include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
@@ -9,6 +12,11 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tf_ops/core/cpu_engine.h"
 #include "tf_ops/core/geometry.h"
+#if GOOGLE_CUDA
+#include "tensorflow/core/framework/device_base.h"
+#include "tf_ops/core/cuda_engine.h"
+#include "xla/stream_executor/stream.h"
+#endif
 
 namespace tf_conv_backprop {
 namespace tf {
@@ -60,7 +68,64 @@ Status RunCpu(OpKind op, const CpuContext& cpu, const ConvGeometry& geo, const T
   return Internal("unknown op");
 }
 
-template <typename T, OpKind kOp>
+// Device tags of ConvBackpropOp.
+struct CpuDevice {};
+struct GpuDevice {};
+
+template <typename T>
+Status RunEngine(CpuDevice, OpKernelContext* ctx, OpKind op, const ConvGeometry& geo, const T* a, const T* dy,
+                 T* out) {
+  return RunCpu<T>(op, MakeCpuContext(ctx), geo, a, dy, out);
+}
+
+#if GOOGLE_CUDA
+// The CUDA engine's element type: CUDA's own 16-bit types have Eigen's bits.
+template <typename T>
+struct CudaType {
+  using type = T;
+};
+template <>
+struct CudaType<Eigen::half> {
+  using type = __half;
+};
+template <>
+struct CudaType<Eigen::bfloat16> {
+  using type = __nv_bfloat16;
+};
+
+template <typename T>
+Status RunEngine(GpuDevice, OpKernelContext* ctx, OpKind op, const ConvGeometry& geo, const T* a, const T* dy,
+                 T* out) {
+  using C = typename CudaType<T>::type;
+  const auto* device_context = ctx->op_device_context();
+  if (device_context == nullptr || device_context->stream() == nullptr) {
+    return Internal(std::string(OpName(op)) + ": no GPU stream for the GPU kernel");
+  }
+  CudaContext gpu;
+  gpu.stream = static_cast<CUstream_st*>(device_context->stream()->platform_specific_handle().stream);
+  // Scratch tensors live until Compute returns; TF's GPU allocator reuses their memory
+  // only for work queued later on the same stream.
+  std::vector<Tensor> scratch;
+  gpu.allocate = [ctx, &scratch](int64_t bytes) -> void* {
+    Tensor t;
+    if (!ctx->allocate_temp(::tensorflow::DT_INT8, TensorShape({bytes}), &t).ok()) return nullptr;
+    scratch.push_back(t);
+    return t.flat<int8_t>().data();
+  };
+  const C* ca = reinterpret_cast<const C*>(a);
+  const C* cdy = reinterpret_cast<const C*>(dy);
+  C* o = reinterpret_cast<C*>(out);
+  switch (op) {
+    case OpKind::kConv2DBackpropInput: return Conv2DBackpropInputCuda<C>(gpu, geo, ca, cdy, o);
+    case OpKind::kConv2DBackpropFilter: return Conv2DBackpropFilterCuda<C>(gpu, geo, ca, cdy, o);
+    case OpKind::kDepthwiseBackpropInput: return DepthwiseBackpropInputCuda<C>(gpu, geo, ca, cdy, o);
+    case OpKind::kDepthwiseBackpropFilter: return DepthwiseBackpropFilterCuda<C>(gpu, geo, ca, cdy, o);
+  }
+  return Internal("unknown op");
+}
+#endif  // GOOGLE_CUDA
+
+template <typename Device, typename T, OpKind kOp>
 class ConvBackpropOp : public OpKernel {
  public:
   explicit ConvBackpropOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -92,10 +157,15 @@ class ConvBackpropOp : public OpKernel {
                                              kInputGrad ? data_dims : sized_dims, dy_dims, &geo)));
     TensorShape out_shape;
     OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(sized_dims, &out_shape));
+    if constexpr (std::is_same_v<Device, CpuDevice>) {
+      // A legal output too big for this machine: ResourceExhausted now, not after
+      // TF's allocator retries for seconds (or the OOM killer).
+      OP_REQUIRES_OK(ctx, ToTf(CheckCpuMemory(kOp, geo, sizeof(T))));
+    }
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &out));
-    OP_REQUIRES_OK(ctx, ToTf(RunCpu<T>(kOp, MakeCpuContext(ctx), geo, data.flat<T>().data(),
-                                       out_backprop.flat<T>().data(), out->flat<T>().data())));
+    OP_REQUIRES_OK(ctx, ToTf(RunEngine<T>(Device(), ctx, kOp, geo, data.flat<T>().data(),
+                                          out_backprop.flat<T>().data(), out->flat<T>().data())));
   }
 
  private:
@@ -105,24 +175,55 @@ class ConvBackpropOp : public OpKernel {
 #define REGISTER_CPU(T)                                                                              \
   REGISTER_KERNEL_BUILDER(Name("ConvBackprop>Conv2DBackpropInput").Device(::tensorflow::DEVICE_CPU) \
                               .TypeConstraint<T>("T"),                                               \
-                          ConvBackpropOp<T, OpKind::kConv2DBackpropInput>);                          \
+                          ConvBackpropOp<CpuDevice, T, OpKind::kConv2DBackpropInput>);              \
   REGISTER_KERNEL_BUILDER(Name("ConvBackprop>Conv2DBackpropFilter").Device(::tensorflow::DEVICE_CPU) \
                               .TypeConstraint<T>("T"),                                                \
-                          ConvBackpropOp<T, OpKind::kConv2DBackpropFilter>);                          \
+                          ConvBackpropOp<CpuDevice, T, OpKind::kConv2DBackpropFilter>);             \
   REGISTER_KERNEL_BUILDER(Name("ConvBackprop>DepthwiseConv2dNativeBackpropInput")                    \
                               .Device(::tensorflow::DEVICE_CPU)                                      \
                               .TypeConstraint<T>("T"),                                               \
-                          ConvBackpropOp<T, OpKind::kDepthwiseBackpropInput>);                       \
+                          ConvBackpropOp<CpuDevice, T, OpKind::kDepthwiseBackpropInput>);           \
   REGISTER_KERNEL_BUILDER(Name("ConvBackprop>DepthwiseConv2dNativeBackpropFilter")                   \
                               .Device(::tensorflow::DEVICE_CPU)                                      \
                               .TypeConstraint<T>("T"),                                               \
-                          ConvBackpropOp<T, OpKind::kDepthwiseBackpropFilter>);
+                          ConvBackpropOp<CpuDevice, T, OpKind::kDepthwiseBackpropFilter>);
 
 REGISTER_CPU(Eigen::half)
 REGISTER_CPU(Eigen::bfloat16)
 REGISTER_CPU(float)
 REGISTER_CPU(double)
 #undef REGISTER_CPU
+
+#if GOOGLE_CUDA
+// The sizes input stays in host memory: the kernel reads it to shape the output.
+#define REGISTER_GPU(T)                                                                              \
+  REGISTER_KERNEL_BUILDER(Name("ConvBackprop>Conv2DBackpropInput")                                  \
+                              .Device(::tensorflow::DEVICE_GPU)                                      \
+                              .TypeConstraint<T>("T")                                                \
+                              .HostMemory("input_sizes"),                                            \
+                          ConvBackpropOp<GpuDevice, T, OpKind::kConv2DBackpropInput>);               \
+  REGISTER_KERNEL_BUILDER(Name("ConvBackprop>Conv2DBackpropFilter")                                 \
+                              .Device(::tensorflow::DEVICE_GPU)                                      \
+                              .TypeConstraint<T>("T")                                                \
+                              .HostMemory("filter_sizes"),                                           \
+                          ConvBackpropOp<GpuDevice, T, OpKind::kConv2DBackpropFilter>);              \
+  REGISTER_KERNEL_BUILDER(Name("ConvBackprop>DepthwiseConv2dNativeBackpropInput")                   \
+                              .Device(::tensorflow::DEVICE_GPU)                                      \
+                              .TypeConstraint<T>("T")                                                \
+                              .HostMemory("input_sizes"),                                            \
+                          ConvBackpropOp<GpuDevice, T, OpKind::kDepthwiseBackpropInput>);            \
+  REGISTER_KERNEL_BUILDER(Name("ConvBackprop>DepthwiseConv2dNativeBackpropFilter")                  \
+                              .Device(::tensorflow::DEVICE_GPU)                                      \
+                              .TypeConstraint<T>("T")                                                \
+                              .HostMemory("filter_sizes"),                                           \
+                          ConvBackpropOp<GpuDevice, T, OpKind::kDepthwiseBackpropFilter>);
+
+REGISTER_GPU(Eigen::half)
+REGISTER_GPU(Eigen::bfloat16)
+REGISTER_GPU(float)
+REGISTER_GPU(double)
+#undef REGISTER_GPU
+#endif  // GOOGLE_CUDA
 
 }  // namespace
 }  // namespace tf

@@ -1,0 +1,78 @@
+"""Timing shared by `make report` (bench/report.py) and `make bench` (bench/bench.py).
+
+How we measure (PERF_NOTES, "Measure like this"): COPIES chained calls inside one
+tf.function (the 0.25-0.45 ms call overhead then costs little), our op and TF's built-in
+alternated in one process after a warm-up, ratio = median of the per-round ratios.
+"""
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+# Chained copies per tf.function call.
+COPIES = 4
+
+
+def timed_function(fn, case, rng, copies=COPIES):
+    """A tf.function running `copies` gradients of `case` one after another. Each copy
+    gets its own out_backprop so Grappler cannot merge them as common subexpressions."""
+    def const(shape):
+        return tf.cast(tf.constant(rng.standard_normal(shape, np.float32)), case.dtype)
+    if case.spec.computes == "input":
+        first = tf.constant(case.input_shape, tf.int32)
+        second = const(case.filter_shape)
+    else:
+        first = const(case.input_shape)
+        second = tf.constant(case.filter_shape, tf.int32)
+    dys = [const(case.out_backprop_shape) for _ in range(copies)]
+
+    @tf.function(autograph=False)
+    def run():
+        # Chained by control dependencies: independent copies would run concurrently
+        # and fight over the cores, which measures the thread pools, not the kernel.
+        outs = []
+        for dy in dys:
+            with tf.control_dependencies(outs[-1:]):
+                outs.append(fn(first, second, dy, strides=case.strides4, padding=case.padding,
+                               data_format=case.data_format, dilations=case.dilations4))
+        return outs
+    run.copies = copies
+    return run
+
+
+def seconds(run):
+    """Seconds per copy of one call of a timed_function."""
+    start = time.perf_counter()
+    run()  # eager CPU execution is synchronous: the outputs exist when this returns
+    return (time.perf_counter() - start) / run.copies
+
+
+def time_alternating(runs, rounds, warmup=1):
+    """Times each function in `runs` `rounds` times, alternating the order every round
+    (so drift in clock or cache state hits all alike), after `warmup` untimed calls of
+    each (oneDNN primitive creation, page faults). Returns one list of seconds per run."""
+    for _ in range(warmup):
+        for run in runs:
+            seconds(run)
+    times = [[] for _ in runs]
+    for r in range(rounds):
+        order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
+        for i in order:
+            times[i].append(seconds(runs[i]))
+    return times
+
+
+def median_ratio(numerators, denominators):
+    """Median of the per-round ratios (robust against a disturbed round)."""
+    return statistics.median(a / b for a, b in zip(numerators, denominators))
+
+
+def format_table(headers, rows, right=()):
+    """Fixed-width plain text; columns listed in `right` are right-aligned (numbers)."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+
+    def line(cells):
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])

@@ -1,0 +1,410 @@
+"""`make bench`: our four gradient ops next to TF's built-ins (oneDNN) on real layers.
+
+    .venv/bin/python bench/bench.py [--family conv2d,depthwise] [--op KEY,...]
+        [--configs float32:NHWC,float32:NCHW,float64:NHWC,bfloat16:NHWC] [--shape TEXT]
+        [--batch N] [--rounds R] [--json PATH] [--plot PATH] [--peak-gflops G] [--peak-gbs B]
+
+Per shape, op, dtype and layout: median ms of ours and of TF's built-in (timed side by
+side in one process, alternating, after a warm-up, COPIES chained calls per
+tf.function), GFLOP/s (2 x MACs of the forward conv), the ratio TF/ours (median of
+per-round ratios; > 1 means ours is faster), the fraction of this machine's peak (GEMM
+GFLOP/s for conv2d, memory bandwidth over the compulsory bytes for depthwise) and our
+peak scratch memory per call. Rows other than float32 NHWC also time our float32 NHWC op
+on the same shape in the same rounds and report ours / ours-f32-NHWC (the issue's
+bound where TF cannot run: NCHW <= 1.5, float64 <= 2.5). Ends with a summary per
+family against the issue's "Done when" thresholds. Writes JSON and a PNG bar chart.
+"""
+import argparse
+import ctypes
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "python"),
+                os.path.dirname(os.path.abspath(__file__))]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from cases import _OURS, TOLERANCE, Case, rel_error  # noqa: E402
+from tf_conv_backprop._ops import BY_KEY  # noqa: E402
+
+from _timing import (COPIES, format_table, median_ratio, seconds,  # noqa: E402
+                     time_alternating, timed_function)
+
+# (family, label, batch, geometry). Batch 8 unless noted (issue 3).
+def _conv(label, hw, cin, cout, k, stride=1, dilation=1, batch=8, padding="SAME"):
+    return ("conv2d", label, batch, dict(in_rows=hw, in_cols=hw, in_depth=cin, filter_rows=k,
+                                          filter_cols=k, out_channels=cout, strides=(stride,) * 2,
+                                          dilations=(dilation,) * 2, padding=padding))
+
+
+def _dw(label, hw, c, k=3, stride=1, mult=1, batch=8):
+    return ("depthwise", label, batch, dict(in_rows=hw, in_cols=hw, in_depth=c, filter_rows=k,
+                                            filter_cols=k, out_channels=mult,
+                                            strides=(stride,) * 2, padding="SAME"))
+
+
+SHAPES = [
+    _conv("ResNet-50 3x3 64->64 @56", 56, 64, 64, 3),
+    _conv("ResNet-50 1x1 64->256 @56", 56, 64, 256, 1, padding="VALID"),
+    _conv("ResNet-50 1x1 256->64 @56", 56, 256, 64, 1, padding="VALID"),
+    _conv("ResNet-50 3x3 s2 128->128 @56", 56, 128, 128, 3, stride=2),
+    _conv("ResNet-50 3x3 256->256 @14", 14, 256, 256, 3),
+    _conv("ResNet-50 1x1 1024->256 @14", 14, 1024, 256, 1, padding="VALID"),
+    _conv("ResNet-50 3x3 512->512 @7", 7, 512, 512, 3),
+    _conv("ResNet-50 7x7 s2 3->64 @224", 224, 3, 64, 7, stride=2),
+    _conv("VGG 3x3 128->128 @112 (N4)", 112, 128, 128, 3, batch=4),
+    _conv("DeepLab 3x3 d2 256->256 @33 (N4)", 33, 256, 256, 3, dilation=2, batch=4),
+    _dw("MobileNetV2 dw 3x3 C32 @112", 112, 32),
+    _dw("MobileNetV2 dw 3x3 s2 C96 @112", 112, 96, stride=2),
+    _dw("MobileNetV2 dw 3x3 C144 @56", 56, 144),
+    _dw("MobileNetV2 dw 3x3 s2 C144 @56", 56, 144, stride=2),
+    _dw("MobileNetV2 dw 3x3 C192 @28", 28, 192),
+    _dw("MobileNetV2 dw 3x3 C384 @14", 14, 384),
+    _dw("MobileNetV2 dw 3x3 C576 @14", 14, 576),
+    _dw("MobileNetV2 dw 3x3 C960 @7", 7, 960),
+    _dw("EfficientNet dw 5x5 C240 @28", 28, 240, k=5),
+    _dw("dw 3x3 x2 C64 @56", 56, 64, mult=2),
+]
+OPS_OF = {"conv2d": ("conv2d_input", "conv2d_filter"),
+          "depthwise": ("depthwise_input", "depthwise_filter")}
+DEFAULT_CONFIGS = "float32:NHWC,float32:NCHW,float64:NHWC,bfloat16:NHWC"
+BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+# Issue 3, "Done when": (family, dtype, layout) -> (median TF/ours >=, every shape >=).
+TARGETS = {("conv2d", "float32", "NHWC"): (1.0, 0.8),
+           ("depthwise", "float32", "NHWC"): (1.5, 1.0),
+           ("conv2d", "bfloat16", "NHWC"): (0.8, None)}
+# ours / ours-float32-NHWC <= bound.
+SELF_BOUNDS = {"NCHW": 1.5, "float64": 2.5}
+# Scratch bound per call: max(32 MiB, output size).
+SCRATCH_FLOOR = 32 << 20
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--family", default="conv2d,depthwise")
+    p.add_argument("--op", default="", help="comma-separated op keys (default: all of the family)")
+    p.add_argument("--configs", default=DEFAULT_CONFIGS,
+                   help=f"comma-separated dtype:layout pairs (default {DEFAULT_CONFIGS})")
+    p.add_argument("--shape", default="", help="only shapes whose label contains this text")
+    p.add_argument("--batch", type=int, help="override every shape's batch")
+    p.add_argument("--rounds", type=int, default=7, help="timed rounds (>= 7 for the issue)")
+    p.add_argument("--json", default="bench_out/bench.json", help="'' to skip")
+    p.add_argument("--plot", default="bench_out/bench.png", help="'' to skip")
+    p.add_argument("--peak-gflops", type=float,
+                   help="float32 GEMM peak, GFLOP/s (default: measure tf.linalg.matmul)")
+    p.add_argument("--peak-gbs", type=float,
+                   help="memory bandwidth, GB/s (default: measure a TF add of 64 MiB arrays)")
+    return p.parse_args(argv)
+
+
+def median_seconds(fn, repeats=7):
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def measure_peaks():
+    """Measured here and now: float32 GEMM GFLOP/s (TF's oneDNN matmul, n=2048, all
+    threads) and streaming GB/s (c = a + b on 64 MiB float32 arrays)."""
+    n = 2048
+    a = tf.random.normal((n, n))
+    b = tf.random.normal((n, n))
+    mm = tf.function(lambda: tf.linalg.matmul(a, b))
+    gflops = 2 * n ** 3 / median_seconds(lambda: mm().numpy()) / 1e9
+    m = 16 << 20
+    x, y = tf.random.normal((m,)), tf.random.normal((m,))
+    add = tf.function(lambda: x + y)
+    gbs = 3 * 4 * m / median_seconds(lambda: add()) / 1e9
+    return gflops, gbs
+
+
+class Scratch:
+    """Our peak scratch bytes per call, read from the op library through ctypes."""
+
+    def __init__(self):
+        import tf_conv_backprop
+        from tf_conv_backprop._loader import load_library
+        # TF must load (and register) the library first: a plain dlopen would run its
+        # op registrations where TF does not look for them.
+        load_library()
+        # The library the loader loaded: TF_CONV_BACKPROP_LIBRARY when set.
+        path = os.environ.get("TF_CONV_BACKPROP_LIBRARY") or os.path.join(
+            os.path.dirname(tf_conv_backprop.__file__), "_conv_backprop_ops.so")
+        try:
+            self.fn = ctypes.CDLL(path).tf_conv_backprop_scratch_peak_bytes
+            self.fn.restype, self.fn.argtypes = ctypes.c_int64, [ctypes.c_int]
+        except (OSError, AttributeError):
+            self.fn = None
+
+    def reset(self):
+        if self.fn:
+            self.fn(1)
+
+    def peak(self):
+        return self.fn(0) if self.fn else None
+
+
+def flops_of(case):
+    oh, ow = case.out_size()
+    return 2 * case.batch * oh * ow * case.filter_rows * case.filter_cols * case.in_depth \
+        * case.out_channels
+
+
+def compulsory_bytes(case):
+    """Bytes a depthwise gradient must move at least: read its two inputs, write its
+    output (each once)."""
+    n = np.prod(case.input_shape) + np.prod(case.filter_shape) + np.prod(case.out_backprop_shape)
+    return float(n) * BYTES[case.dtype]
+
+
+def output_bytes(case):
+    shape = case.input_shape if case.spec.computes == "input" else case.filter_shape
+    return float(np.prod(shape)) * BYTES[case.dtype]
+
+
+def try_call(run):
+    try:
+        return run(), None
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+        return None, type(e).__name__
+
+
+def copies_for(probe_seconds):
+    """Fewer chained copies when one call is long: the call overhead (~0.3 ms) is then
+    negligible, and a slow TF path (seconds per call) stays affordable."""
+    return COPIES if probe_seconds < 0.02 else 2 if probe_seconds < 0.2 else 1
+
+
+def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, scratch):
+    case = Case(op=op, dtype=dtype, data_format=layout, batch=batch, **geometry)
+    primary = (dtype, layout) == ("float32", "NHWC")
+    ours_fn, tf_fn = _OURS[op], BY_KEY[op].tf_reference
+
+    def build(fn, c, copies):
+        return timed_function(fn, c, np.random.default_rng(0), copies)
+
+    # Probe (one copy each): correctness against TF and the cost of one call.
+    ours1 = build(ours_fn, case, 1)
+    out_ours, _ = try_call(ours1)
+    out_ours, _ = try_call(ours1)
+    if out_ours is None:
+        return {"family": family, "shape": label, "op": op, "dtype": dtype, "layout": layout,
+                "error": "ours failed"}
+    probe = seconds(ours1)
+    tf1 = build(tf_fn, case, 1)
+    out_tf, tf_error = try_call(tf1)
+    diff = None
+    if out_tf is not None:
+        t0 = time.perf_counter()
+        tf1()
+        probe = max(probe, time.perf_counter() - t0)
+        diff = rel_error(np.asarray(tf.cast(out_ours[0], tf.float64)),
+                         np.asarray(tf.cast(out_tf[0], tf.float64)))
+    copies = copies_for(probe)
+
+    runs, names = [build(ours_fn, case, copies)], ["ours"]
+    if out_tf is not None:
+        runs.append(build(tf_fn, case, copies))
+        names.append("tf")
+    if not primary:
+        base = Case(op=op, dtype="float32", data_format="NHWC", batch=batch, **geometry)
+        runs.append(build(ours_fn, base, copies))
+        names.append("ours_f32_nhwc")
+
+    scratch.reset()
+    runs[0]()
+    peak_scratch = scratch.peak()
+    times = dict(zip(names, time_alternating(runs, args.rounds)))
+
+    flops = flops_of(case)
+    ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    row = {"family": family, "shape": label, "op": op, "grad": BY_KEY[op].computes,
+           "dtype": dtype, "layout": layout, "batch": batch, "copies": copies,
+           "rounds": args.rounds, "gflop": flops / 1e9, "ours_ms": ms["ours"],
+           "ours_gflops": flops / ms["ours"] / 1e6, "tf_ms": ms.get("tf"),
+           "tf_gflops": flops / ms["tf"] / 1e6 if "tf" in ms else None,
+           "tf_over_ours": median_ratio(times["tf"], times["ours"]) if "tf" in times else None,
+           "tf_error": tf_error, "rel_diff_vs_tf": diff,
+           "ours_over_ours_f32_nhwc": (median_ratio(times["ours"], times["ours_f32_nhwc"])
+                                       if "ours_f32_nhwc" in times else None),
+           "ours_f32_nhwc_ms": ms.get("ours_f32_nhwc"),
+           "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(case),
+           "spread_ours": (max(times["ours"]) - min(times["ours"])) / min(times["ours"])}
+    if family == "conv2d":
+        peak = peaks["gflops"] / (2 if dtype == "float64" else 1)
+        row["peak_fraction"] = row["ours_gflops"] / peak
+    else:
+        row["peak_fraction"] = compulsory_bytes(case) / (ms["ours"] * 1e-3) / 1e9 / peaks["gbs"]
+    if diff is not None and not diff <= 4 * TOLERANCE[dtype]:
+        print(f"warning: {label} {op} {dtype} {layout}: ours and TF differ by {diff:.2e}",
+              file=sys.stderr)
+    return row
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def print_rows(rows):
+    headers = ["shape", "grad", "dtype", "layout", "ours ms", "ours GF/s", "TF ms", "TF GF/s",
+               "TF/ours", "ours/f32", "peak", "scratch MiB", "spread"]
+    text = []
+    for r in rows:
+        if "error" in r:
+            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 8)
+            continue
+        tf_ratio = fmt(r["tf_over_ours"], ".2f") if r["tf_error"] is None else r["tf_error"][:12]
+        text.append([r["shape"], r["grad"], r["dtype"], r["layout"], fmt(r["ours_ms"], ".2f"),
+                     fmt(r["ours_gflops"], ".1f"), fmt(r["tf_ms"], ".2f"),
+                     fmt(r["tf_gflops"], ".1f"), tf_ratio,
+                     fmt(r["ours_over_ours_f32_nhwc"], ".2f"), fmt(r["peak_fraction"], ".0%"),
+                     fmt(None if r["peak_scratch_bytes"] is None
+                         else r["peak_scratch_bytes"] / 2 ** 20, ".1f"),
+                     fmt(r["spread_ours"], ".0%")])
+    print(format_table(headers, text, right=set(range(4, 13))), flush=True)
+
+
+def summarize(rows):
+    """One line per (family, dtype, layout): median and min TF/ours, shapes below the
+    issue's thresholds, ours/ours-f32 bound, scratch bound."""
+    groups = {}
+    for r in rows:
+        if "error" not in r:
+            groups.setdefault((r["family"], r["dtype"], r["layout"]), []).append(r)
+    lines, summary = [], []
+    for key, rs in groups.items():
+        ratios = [r["tf_over_ours"] for r in rs if r["tf_over_ours"] is not None]
+        target = TARGETS.get(key)
+        entry = {"family": key[0], "dtype": key[1], "layout": key[2], "cases": len(rs),
+                 "tf_ran": len(ratios)}
+        text = f"{key[0]:9} {key[1]:8} {key[2]}: {len(rs)} cases"
+        if ratios:
+            entry.update(median_tf_over_ours=statistics.median(ratios), min_tf_over_ours=min(ratios),
+                         geomean_tf_over_ours=float(np.exp(np.mean(np.log(ratios)))))
+            text += (f", TF/ours median {entry['median_tf_over_ours']:.2f} geomean "
+                     f"{entry['geomean_tf_over_ours']:.2f} min {min(ratios):.2f}")
+        if target and ratios:
+            med_t, min_t = target
+            below = [r for r in rs if min_t is not None and r["tf_over_ours"] is not None
+                     and r["tf_over_ours"] < min_t]
+            entry.update(target_median=med_t, target_min=min_t, below_min=len(below),
+                         met=entry["median_tf_over_ours"] >= med_t and not below)
+            text += (f"; target median >= {med_t}" + (f", none < {min_t}" if min_t else "") +
+                     f": {len(below)} below, {'MET' if entry['met'] else 'NOT MET'}")
+        bound = SELF_BOUNDS.get(key[2]) or SELF_BOUNDS.get(key[1])
+        selfs = [r["ours_over_ours_f32_nhwc"] for r in rs if r["ours_over_ours_f32_nhwc"]]
+        if bound and selfs:
+            over = sum(s > bound for s in selfs)
+            entry.update(self_bound=bound, max_ours_over_f32=max(selfs), above_self_bound=over)
+            text += (f"; ours/ours-f32-NHWC max {max(selfs):.2f} (bound {bound}: {over} above)")
+        scr = [(r["peak_scratch_bytes"], max(SCRATCH_FLOOR, r["output_bytes"])) for r in rs
+               if r["peak_scratch_bytes"] is not None]
+        if scr:
+            over = sum(s > b for s, b in scr)
+            entry.update(max_scratch_mib=max(s for s, _ in scr) / 2 ** 20, above_scratch_bound=over)
+            text += f"; scratch max {entry['max_scratch_mib']:.1f} MiB ({over} above bound)"
+        lines.append(text)
+        summary.append(entry)
+    return lines, summary
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed; no plot written", file=sys.stderr)
+        return
+    groups = {}
+    for r in rows:
+        if r.get("tf_over_ours") is not None:
+            groups.setdefault((r["dtype"], r["layout"]), []).append(r)
+    if not groups:
+        return
+    fig, axes = plt.subplots(len(groups), 1, figsize=(14, 4.5 * len(groups)), squeeze=False)
+    for ax, ((dtype, layout), rs) in zip(axes[:, 0], groups.items()):
+        labels = [f"{r['shape']} {'BI' if r['grad'] == 'input' else 'BF'}" for r in rs]
+        values = [r["tf_over_ours"] for r in rs]
+        colors = ["tab:green" if v >= 1 else "tab:red" for v in values]
+        ax.bar(range(len(rs)), values, color=colors)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(rs)))
+        ax.set_xticklabels(labels, rotation=75, ha="right", fontsize=7)
+        ax.set_ylabel("TF time / our time")
+        ax.set_title(f"{dtype} {layout}: > 1 means ours is faster (TF {tf.__version__}, oneDNN)")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=90)
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    families = [f for f in args.family.split(",") if f]
+    ops = [o for o in args.op.split(",") if o]
+    configs = [tuple(c.split(":")) for c in args.configs.split(",") if c]
+    if args.peak_gflops and args.peak_gbs:
+        gflops, gbs = args.peak_gflops, args.peak_gbs
+    else:
+        gflops, gbs = measure_peaks()
+        gflops, gbs = args.peak_gflops or gflops, args.peak_gbs or gbs
+    peaks = {"gflops": gflops, "gbs": gbs}
+    scratch = Scratch()
+    print(f"TF {tf.__version__}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}; "
+          f"peaks: float32 GEMM {gflops:.0f} GFLOP/s, bandwidth {gbs:.0f} GB/s; "
+          f"ISA variant: {os.environ.get('TF_CONV_BACKPROP_ISA', 'best supported')}; "
+          f"rounds {args.rounds}; scratch counter: {'yes' if scratch.fn else 'no'}", flush=True)
+    rows = []
+    for dtype, layout in configs:
+        print(f"\n== {dtype} {layout}", flush=True)
+        block = []
+        for family, label, batch, geometry in SHAPES:
+            if family not in families or args.shape not in label:
+                continue
+            for op in OPS_OF[family]:
+                if ops and op not in ops:
+                    continue
+                row = bench_case(family, label, op, dtype, layout, args.batch or batch, geometry,
+                                 args, peaks, scratch)
+                block.append(row)
+                if "error" in row:
+                    print(f"  {label} {op}: {row['error']}", flush=True)
+                    continue
+                tf_part = (f"TF {row['tf_ms']:.2f} ms, TF/ours {row['tf_over_ours']:.2f}"
+                           if row["tf_ms"] is not None else f"TF: {row['tf_error']}")
+                print(f"  {label} {row['grad']}: ours {row['ours_ms']:.2f} ms, {tf_part}",
+                      flush=True)
+        if block:
+            print()
+            print_rows(block)
+        rows += block
+    lines, summary = summarize(rows)
+    print("\nSummary (TF/ours > 1: ours faster; issue 3 targets where they exist)")
+    for line in lines:
+        print("  " + line)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump({"tf_version": tf.__version__, "peaks": peaks, "rounds": args.rounds,
+                       "isa": os.environ.get("TF_CONV_BACKPROP_ISA", "best"), "rows": rows,
+                       "summary": summary}, f, indent=1)
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,387 @@
+"""TF-free GPU check of the CUDA engine: `make gpu-check` (or `python3 tests/core/gpu_check.py`)
+on a machine with an NVIDIA GPU, CUDA's nvcc and PyTorch, no TensorFlow, no network
+(e.g. the borrowed H200), from a plain checkout, in one command:
+
+ 1. builds tf_ops/core/{geometry.cc, cuda_engine.cu, conv2d_backprop_cuda.cu,
+    depthwise_backprop_cuda.cu} + tests/core/cuda_check.cu with the machine's nvcc for
+    its own GPU into build/gpu_check/libtcb_cuda_check.so (no TF, no Eigen needed);
+ 2. correctness: every op on --configs random configurations (default 320 per op)
+    across the whole matrix against the float64 reference of tests/core/naive_reference.h
+    (the oracle the CPU engine's core tests use; the main suite checks the CPU engine
+    against TF), outputs pre-filled with NaN and guarded against out-of-bounds writes,
+    bitwise determinism over repeated runs and between the int32 and int64 kernels;
+ 3. speed: each op on the benchmark shapes (issue 3) against cuDNN through PyTorch
+    (torch.nn.grad.conv2d_input / conv2d_weight, groups=C for depthwise; TF32 off; the
+    same explicit padding for both, and the results compared), CUDA-graph timed,
+    alternating, median of rounds; prints a table of ratios (cuDNN time / ours: > 1 is
+    faster than cuDNN) and writes build/gpu_check/timings.json.
+
+Exit status: 0 when every configuration passed, 1 otherwise, 2 when no GPU is
+present (it fails fast) or the build fails. `--build-only` compiles without a GPU.
+"""
+import argparse
+import concurrent.futures
+import ctypes
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT_DIR = os.path.join(REPO, "build", "gpu_check")
+SOURCES = ["tf_ops/core/geometry.cc", "tf_ops/core/cuda_engine.cu", "tf_ops/core/conv2d_backprop_cuda.cu",
+           "tf_ops/core/depthwise_backprop_cuda.cu", "tests/core/cuda_check.cu"]
+HEADERS = ["tf_ops/core/geometry.h", "tf_ops/core/cuda_engine.h", "tf_ops/core/cuda_kernels.h",
+           "tf_ops/core/cuda_device.h", "tests/core/naive_reference.h"]
+LIBRARY = os.path.join(OUT_DIR, "libtcb_cuda_check.so")
+
+OPS = ["conv2d_input", "conv2d_filter", "depthwise_input", "depthwise_filter"]  # OpKind order
+DTYPE_CODE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
+PADDING_CODE = {"SAME": 0, "VALID": 1, "EXPLICIT": 2}
+
+
+def log(msg):
+    print(f"gpu_check: {msg}", flush=True)
+
+
+# ---- the machine ---------------------------------------------------------------
+
+def find_nvcc():
+    for path in [shutil.which("nvcc")] + [os.path.join(os.environ[v], "bin", "nvcc")
+                                          for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)] + \
+            ["/usr/local/cuda/bin/nvcc"]:
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def gpu_compute_capability():
+    """'90' for an H100/H200, from nvidia-smi; None when no GPU is visible."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None, "nvidia-smi not found"
+    try:
+        res = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"nvidia-smi failed: {e}"
+    lines = [l.strip() for l in res.stdout.splitlines() if l.strip()]
+    if res.returncode != 0 or not lines:
+        return None, f"nvidia-smi lists no GPU ({(res.stderr or res.stdout).strip()[:200]})"
+    name, cap = [p.strip() for p in lines[0].split(",")]
+    return cap.replace(".", ""), name
+
+
+# ---- build ---------------------------------------------------------------------
+
+def build(nvcc, arch, jobs):
+    os.makedirs(OUT_DIR, exist_ok=True)
+    gencode = [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+    common = [nvcc, "-std=c++17", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", f"-I{REPO}"]
+    objects, jobs_list = [], []
+    newest_header = max(os.path.getmtime(os.path.join(REPO, h)) for h in HEADERS)
+    for src in SOURCES:
+        obj = os.path.join(OUT_DIR, os.path.basename(src) + f".sm{arch}.o")
+        objects.append(obj)
+        src_path = os.path.join(REPO, src)
+        if os.path.exists(obj) and os.path.getmtime(obj) > max(os.path.getmtime(src_path), newest_header):
+            continue
+        cmd = common + (gencode + ["-x", "cu"] if src.endswith(".cu") else ["-x", "c++"]) + ["-c", src_path, "-o", obj]
+        jobs_list.append((src, cmd))
+    start = time.time()
+
+    def compile_one(item):
+        src, cmd = item
+        t0 = time.time()
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        return src, res, time.time() - t0
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for src, res, secs in pool.map(compile_one, jobs_list):
+            if res.returncode != 0:
+                log(f"compiling {src} failed:\n{res.stdout}{res.stderr}")
+                return False
+            warnings = (res.stdout + res.stderr).strip()
+            log(f"compiled {src} ({secs:.0f} s)" + (f"\n{warnings}" if warnings else ""))
+    # The CUDA runtime is the one PyTorch loaded (same soname); nvcc's own as a fallback.
+    homes = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))] + \
+        [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)] + ["/usr/local/cuda"]
+    lib_dirs = [os.path.join(h, sub) for h in homes for sub in ("lib64", "lib", "targets/x86_64-linux/lib")]
+    rpath = [f"-Xlinker=-rpath={d}" for d in lib_dirs if os.path.exists(os.path.join(d, "libcudart.so"))][:1]
+    link = [nvcc, "-shared", "-cudart", "shared"] + rpath + ["-o", LIBRARY] + objects
+    res = subprocess.run(link, capture_output=True, text=True)
+    if res.returncode != 0:
+        log(f"linking failed:\n{res.stdout}{res.stderr}")
+        return False
+    log(f"built {os.path.relpath(LIBRARY, REPO)} for sm_{arch} in {time.time() - start:.0f} s")
+    return True
+
+
+# ---- benchmark shapes (issue 3; NHWC, batch 8 unless noted, SAME unless noted) ----
+
+def _conv(label, hw, cin, cout, k, stride=1, dilation=1, batch=8, padding="SAME"):
+    return dict(family="conv2d", label=label, batch=batch, hw=hw, c=cin, out=cout, k=k, stride=stride,
+                dilation=dilation, padding=padding)
+
+
+def _dw(label, hw, c, k=3, stride=1, mult=1, batch=8):
+    return dict(family="depthwise", label=label, batch=batch, hw=hw, c=c, out=mult, k=k, stride=stride,
+                dilation=1, padding="SAME")
+
+
+SHAPES = [
+    _conv("ResNet-50 3x3 64->64 @56", 56, 64, 64, 3),
+    _conv("ResNet-50 1x1 64->256 @56", 56, 64, 256, 1, padding="VALID"),
+    _conv("ResNet-50 1x1 256->64 @56", 56, 256, 64, 1, padding="VALID"),
+    _conv("ResNet-50 3x3 s2 128->128 @56", 56, 128, 128, 3, stride=2),
+    _conv("ResNet-50 3x3 256->256 @14", 14, 256, 256, 3),
+    _conv("ResNet-50 1x1 1024->256 @14", 14, 1024, 256, 1, padding="VALID"),
+    _conv("ResNet-50 3x3 512->512 @7", 7, 512, 512, 3),
+    _conv("ResNet-50 7x7 s2 3->64 @224", 224, 3, 64, 7, stride=2),
+    _conv("VGG 3x3 128->128 @112 (N4)", 112, 128, 128, 3, batch=4),
+    _conv("DeepLab 3x3 d2 256->256 @33 (N4)", 33, 256, 256, 3, dilation=2, batch=4),
+    _dw("MobileNetV2 dw 3x3 C32 @112", 112, 32),
+    _dw("MobileNetV2 dw 3x3 s2 C96 @112", 112, 96, stride=2),
+    _dw("MobileNetV2 dw 3x3 C144 @56", 56, 144),
+    _dw("MobileNetV2 dw 3x3 s2 C144 @56", 56, 144, stride=2),
+    _dw("MobileNetV2 dw 3x3 C192 @28", 28, 192),
+    _dw("MobileNetV2 dw 3x3 C384 @14", 14, 384),
+    _dw("MobileNetV2 dw 3x3 C576 @14", 14, 576),
+    _dw("MobileNetV2 dw 3x3 C960 @7", 7, 960),
+    _dw("EfficientNet dw 5x5 C240 @28", 28, 240, k=5),
+    _dw("dw 3x3 x2 C64 @56", 56, 64, mult=2),
+]
+
+
+def torch_padding(shape):
+    """PyTorch's symmetric padding with TF's output size (SAME: ceil(total / 2) on both
+    sides); ours gets the same pads as EXPLICIT, so both compute the same function."""
+    if shape["padding"] == "VALID":
+        return 0
+    hw, k, s, d = shape["hw"], shape["k"], shape["stride"], shape["dilation"]
+    out = -(-hw // s)
+    total = max((out - 1) * s + (k - 1) * d + 1 - hw, 0)
+    return (total + 1) // 2
+
+
+# ---- timing --------------------------------------------------------------------
+
+def make_timer(torch):
+    def measure(fn, iters):
+        """Milliseconds per call of fn, from one CUDA-graph replay of `iters` calls
+        (plain launches when capture fails)."""
+        graph = None
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(iters):
+                    fn()
+        except Exception:  # pylint: disable=broad-except
+            graph = None
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        if graph is not None:
+            graph.replay()
+        else:
+            for _ in range(iters):
+                fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / iters, graph is not None
+
+    def time_pair(ours, theirs, rounds):
+        for fn in (ours, theirs):  # warm-up: cuDNN's algorithm search, our scratch
+            for _ in range(3):
+                fn()
+        torch.cuda.synchronize()
+        probe, _ = measure(ours, 1)
+        iters = int(min(200, max(3, 2.0 / max(probe, 1e-3))))  # about 2 ms per replay
+        a, b, graphed = [], [], True
+        for _ in range(rounds):
+            t, g1 = measure(ours, iters)
+            a.append(t)
+            t, g2 = measure(theirs, iters)
+            b.append(t)
+            graphed = graphed and g1 and g2
+        return statistics.median(a), statistics.median(b), graphed
+
+    return time_pair
+
+
+def make_case(torch, lib, shape, op, dtype_name, device):
+    """One benchmark case: (ours, theirs, compare, macs). `ours` runs our op through
+    tcb_cuda_run on PyTorch's current stream, `theirs` PyTorch's (cuDNN's) gradient,
+    `compare` returns ||ours - theirs|| / ||theirs|| after running both."""
+    import torch.nn.grad as tgrad  # pylint: disable=import-outside-toplevel
+    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+              "float64": torch.float64}
+    dt = dtypes[dtype_name]
+    n, hw, c, mult_or_out, k = shape["batch"], shape["hw"], shape["c"], shape["out"], shape["k"]
+    s, d = shape["stride"], shape["dilation"]
+    depthwise = shape["family"] == "depthwise"
+    p = torch_padding(shape)
+    oc = c * mult_or_out if depthwise else mult_or_out
+    o = (hw + 2 * p - (k - 1) * d - 1) // s + 1
+    x = torch.randn(n, hw, hw, c, device=device).to(dt)
+    w = torch.randn(k, k, c, mult_or_out, device=device).to(dt)
+    dy = torch.randn(n, o, o, oc, device=device).to(dt)
+    # PyTorch's views: NCHW logical, NHWC in memory (channels_last); OIHW weights, the
+    # depthwise ones [C*M, 1, KH, KW] with output channel c*M + j as in TF.
+    xt, dyt = x.permute(0, 3, 1, 2), dy.permute(0, 3, 1, 2)
+    wt = (w.reshape(k, k, oc).permute(2, 0, 1).unsqueeze(1).contiguous() if depthwise
+          else w.permute(3, 2, 0, 1).contiguous())
+    conv = dict(stride=s, padding=p, dilation=d, groups=c if depthwise else 1)
+    input_grad = op.endswith("input")
+    geo = (ctypes.c_int64 * 19)(OPS.index(op), DTYPE_CODE[dtype_name], 0, PADDING_CODE["EXPLICIT"], n, hw, hw, c,
+                               k, k, mult_or_out, s, s, d, d, p, p, p, p)
+    out = torch.empty((n, hw, hw, c) if input_grad else (k, k, c, mult_or_out), device=device, dtype=dt)
+    data = w if input_grad else x
+    err = ctypes.create_string_buffer(512)
+
+    def ours():
+        stream = torch.cuda.current_stream().cuda_stream if out.is_cuda else 0
+        if lib.tcb_cuda_run(geo, ctypes.c_void_p(data.data_ptr()), ctypes.c_void_p(dy.data_ptr()),
+                            ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(stream), err, 512):
+            raise RuntimeError(err.value.decode())
+
+    if input_grad:
+        theirs = lambda: tgrad.conv2d_input(xt.shape, wt, dyt, **conv)  # noqa: E731
+    else:
+        theirs = lambda: tgrad.conv2d_weight(xt, wt.shape, dyt, **conv)  # noqa: E731
+
+    def compare():
+        ours()
+        ref = theirs().double()
+        got = out.permute(0, 3, 1, 2) if input_grad else (
+            out.reshape(k, k, oc).permute(2, 0, 1).unsqueeze(1) if depthwise else out.permute(3, 2, 0, 1))
+        return float((got.double() - ref).norm() / max(ref.norm().item(), 1e-30))
+
+    macs = n * o * o * k * k * c * mult_or_out
+    return ours, theirs, compare, macs
+
+
+def run_timing(lib, args):
+    import torch  # pylint: disable=import-outside-toplevel
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    time_pair = make_timer(torch)
+    rows, failures = [], 0
+    torch.manual_seed(0)
+    for dtype_name in args.dtypes.split(","):
+        for shape in SHAPES:
+            for op in OPS:
+                if op.startswith("depthwise") != (shape["family"] == "depthwise"):
+                    continue
+                try:
+                    ours, theirs, compare, macs = make_case(torch, lib, shape, op, dtype_name, "cuda")
+                    ms_ours, ms_cudnn, graphed = time_pair(ours, theirs, args.rounds)
+                    rel = compare()  # same function, two implementations
+                except Exception as e:  # pylint: disable=broad-except
+                    failures += 1
+                    print(f"  {op:17s} {dtype_name:8s} {shape['label']:34s} ERROR {e!r}", flush=True)
+                    continue
+                tol = {"float32": 1e-4, "float64": 1e-10}.get(dtype_name)
+                agree = tol is None or rel <= tol
+                failures += not agree
+                r = dict(op=op, shape=shape["label"], dtype=dtype_name, ours_ms=ms_ours, cudnn_ms=ms_cudnn,
+                         ratio=ms_cudnn / ms_ours, gflops=2 * macs / ms_ours / 1e6, rel_diff_vs_cudnn=rel,
+                         agree=agree, cuda_graph=graphed)
+                rows.append(r)
+                print(f"  {op:17s} {dtype_name:8s} {shape['label']:34s} ours {ms_ours:8.4f} ms  "
+                      f"cuDNN {ms_cudnn:8.4f} ms  ratio {r['ratio']:5.2f}  {r['gflops']:8.0f} GFLOP/s  "
+                      f"diff {rel:.1e}{'' if agree else '  MISMATCH'}", flush=True)
+    return rows, failures
+
+
+def print_summary(rows):
+    if not rows:
+        return
+    print("\nSpeed vs cuDNN (ratio = cuDNN time / our time; >= 1: at least as fast)")
+    header = f"{'op':17s} {'dtype':8s} {'shape':34s} {'ours ms':>9s} {'cuDNN ms':>9s} {'ratio':>6s} {'target':>7s}"
+    print(header)
+    print("-" * len(header))
+    verdicts = {}
+    for r in rows:
+        target = 1.0 if r["op"].startswith("depthwise") else 0.5
+        met = r["ratio"] >= target
+        key = (r["op"], r["dtype"])
+        verdicts.setdefault(key, []).append(met)
+        print(f"{r['op']:17s} {r['dtype']:8s} {r['shape']:34s} {r['ours_ms']:9.4f} {r['cudnn_ms']:9.4f} "
+              f"{r['ratio']:6.2f} {('>=' + str(target)):>5s} {'ok' if met else 'MISS'}")
+    print("\nTargets (issue 4: depthwise >= cuDNN on every shape; conv2d within 2x, i.e. ratio >= 0.5):")
+    for (op, dtype), mets in sorted(verdicts.items()):
+        ratios = [r["ratio"] for r in rows if r["op"] == op and r["dtype"] == dtype]
+        print(f"  {op:17s} {dtype:8s} met on {sum(mets)}/{len(mets)} shapes, median ratio "
+              f"{statistics.median(ratios):.2f}, min {min(ratios):.2f}")
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", type=int, default=320, help="random configurations per op")
+    parser.add_argument("--seed", type=int, default=20241130)
+    parser.add_argument("--dtypes", default="float32,float16", help="dtypes timed against cuDNN")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--build-only", action="store_true", help="compile (no GPU needed) and stop")
+    parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--arch", help="compute capability to build for, e.g. 90 (default: the GPU's)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--verbose", action="store_true", help="print every configuration")
+    args = parser.parse_args(argv[1:])
+    t0 = time.time()
+
+    arch, gpu = gpu_compute_capability()
+    if arch is None and not args.build_only:
+        log(f"no NVIDIA GPU visible ({gpu}). This check runs on a GPU machine "
+            "(nvcc + PyTorch); `--build-only` only compiles.")
+        return 2
+    arch = args.arch or arch or "90"
+    nvcc = find_nvcc()
+    if nvcc is None:
+        log("no nvcc (looked on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
+        return 2
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    log(f"GPU: {gpu} (sm_{arch}); nvcc: {version[-1] if version else '?'}")
+    if not build(nvcc, arch, args.jobs):
+        return 2
+    if args.build_only:
+        return 0
+
+    # PyTorch first: its CUDA runtime is then the one the library binds to.
+    import torch  # pylint: disable=import-outside-toplevel
+    if not torch.cuda.is_available():
+        log("PyTorch sees no GPU")
+        return 2
+    torch.cuda.init()
+    lib = ctypes.CDLL(LIBRARY)
+    lib.tcb_cuda_check.restype = ctypes.c_int
+    lib.tcb_cuda_check.argtypes = [ctypes.c_int, ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int]
+    lib.tcb_cuda_run.restype = ctypes.c_int
+    log(f"correctness: {args.configs} random configurations per op, seed {args.seed}")
+    t1 = time.time()
+    failed = lib.tcb_cuda_check(args.configs, args.seed, os.cpu_count() or 1, int(args.verbose))
+    sys.stdout.flush()
+    log(f"correctness: {failed} failed ({time.time() - t1:.0f} s)")
+
+    timing_failures = 0
+    if not args.no_timing:
+        log(f"speed: benchmark shapes, dtypes {args.dtypes}, NHWC, {args.rounds} rounds")
+        rows, timing_failures = run_timing(lib, args)
+        print_summary(rows)
+        with open(os.path.join(OUT_DIR, "timings.json"), "w") as f:
+            json.dump(dict(gpu=gpu, arch=arch, nvcc=version[-1] if version else None, rows=rows), f, indent=1)
+        log(f"wrote {os.path.relpath(os.path.join(OUT_DIR, 'timings.json'), REPO)}")
+        if timing_failures:
+            log(f"{timing_failures} benchmark results differ from cuDNN's beyond tolerance")
+    lib.tcb_cuda_release()
+    ok = failed == 0 and timing_failures == 0
+    log(f"{'PASSED' if ok else 'FAILED'} in {time.time() - t0:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

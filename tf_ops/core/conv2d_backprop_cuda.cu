@@ -1,0 +1,674 @@
+// CUDA kernels for the dense conv2d gradients (NHWC, see cuda_kernels.h): both are
+// implicit GEMMs tiled through shared memory, never materialising im2col.
+//
+// Input gradient. dx[n, ih, iw, ci] = sum over (kh, kw, co) of
+//   dy[n, oh, ow, co] * w[kh, kw, ci, co],  where ih = oh*s - pad + kh*d
+// for every tap whose output position oh = (ih + pad - kh*d) / s is an integer inside
+// [0, OH) (the forward convolution "with holes"). Input pixels are grouped by phase,
+// ((ih + pad_top) mod s_r, (iw + pad_left) mod s_c): within a phase the same taps are
+// valid for every pixel and oh is the pixel's index in the phase plus a per-tap
+// constant, so a tile never visits a tap that cannot land (a stride-2 gradient does a
+// quarter of the tap work) and needs no division per element. The GEMM per phase is
+//   [pixels of the phase] x [Cin], reducing over (valid taps) x [Cout].
+// Strides whose phase count would be large (s_r * s_c > kMaxPhases) use one phase
+// and test each (pixel, tap) instead.
+//
+// Filter gradient. dW[kh, kw, ci, co] = sum over output pixels p = (n, oh, ow) of
+//   x[n, oh*s - pad + kh*d, ow*s - pad + kw*d, ci] * dy[p, co]   (0 outside the image)
+// i.e. one [Cin] x [Cout] GEMM per tap, reducing over N*OH*OW pixels. Long
+// reductions are split over blocks (SplitPlan); each split writes its partial sums to
+// scratch and SumSplits adds them in split order: no atomics, bitwise reproducible.
+//
+// float and double: 64x64 output tiles, 16-deep reduction steps, 256 threads each
+// owning a 4x4 block of accumulators (CUDA cores, no TF32); tiles are loaded as
+// 4-element vectors when the channel counts are multiples of 4 (kVec), elementwise
+// otherwise. Accumulation is float (double for double).
+// half and bfloat16: the same tiling and loops on tensor cores (nvcuda::wmma 16x16x16,
+// float accumulators): 64x64 tiles, 32-deep steps, 4 warps of 32x32, operands kept in
+// their 16-bit type in shared memory (8-element vectors when channels % 8 == 0), the
+// float results staged through shared memory and rounded once on the way out.
+#include <algorithm>
+
+#include "tf_ops/core/cuda_kernels.h"
+
+namespace tf_conv_backprop {
+namespace cuda {
+namespace {
+
+constexpr int kTileM = 64, kTileN = 64, kTileK = 16;
+constexpr int kThreads = 256;  // 16 x 16, each a 4 x 4 block of the tile
+constexpr int kMaxPhases = 64;
+// The split plan aims at this many blocks (a constant, not the device's size, so a
+// geometry always reduces in the same order).
+constexpr int64_t kTargetBlocks = 1024;
+constexpr int64_t kMinPixelsPerSplit = 256;
+constexpr int64_t kMaxScratchBytes = int64_t{256} << 20;
+
+template <typename Index>
+struct Conv2DParams {
+  Index batch, in_rows, in_cols, in_depth;
+  Index out_rows, out_cols, out_depth;
+  Index filter_rows, filter_cols;
+  Index stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top, pad_left;
+  // Input gradient: phases per axis (the strides, or 1 and 1 when not phased) and
+  // the pads reduced modulo them.
+  Index phase_rows, phase_cols, pad_top_mod, pad_left_mod;
+  bool phased;
+  // Filter gradient: pixels per split.
+  Index pixels_per_split;
+};
+
+template <typename Index>
+Conv2DParams<Index> MakeParams(const ConvGeometry& g) {
+  Conv2DParams<Index> p;
+  p.batch = static_cast<Index>(g.batch);
+  p.in_rows = static_cast<Index>(g.in_rows);
+  p.in_cols = static_cast<Index>(g.in_cols);
+  p.in_depth = static_cast<Index>(g.in_depth);
+  p.out_rows = static_cast<Index>(g.out_rows);
+  p.out_cols = static_cast<Index>(g.out_cols);
+  p.out_depth = static_cast<Index>(g.out_depth);
+  p.filter_rows = static_cast<Index>(g.filter_rows);
+  p.filter_cols = static_cast<Index>(g.filter_cols);
+  p.stride_rows = static_cast<Index>(g.stride_rows);
+  p.stride_cols = static_cast<Index>(g.stride_cols);
+  p.dilation_rows = static_cast<Index>(g.dilation_rows);
+  p.dilation_cols = static_cast<Index>(g.dilation_cols);
+  p.pad_top = static_cast<Index>(g.pad_top);
+  p.pad_left = static_cast<Index>(g.pad_left);
+  p.phased = g.stride_rows * g.stride_cols <= kMaxPhases;
+  p.phase_rows = p.phased ? p.stride_rows : 1;
+  p.phase_cols = p.phased ? p.stride_cols : 1;
+  p.pad_top_mod = static_cast<Index>(g.pad_top % (p.phased ? g.stride_rows : 1));
+  p.pad_left_mod = static_cast<Index>(g.pad_left % (p.phased ? g.stride_cols : 1));
+  p.pixels_per_split = 0;
+  return p;
+}
+
+// Loads 4 consecutive elements [k, k + 4) of a row of `limit` elements as Acc,
+// zeros past the end (or everywhere when !ok).
+template <bool kVec, typename T, typename Index>
+__device__ __forceinline__ void LoadQuad(const T* row, bool ok, Index k, Index limit, Acc<T> (&v)[4]) {
+  if (kVec) {
+    if (ok && k < limit) {
+      LoadAcc<4>(row + k, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = Acc<T>(0);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = (ok && k + i < limit) ? ToAcc(row[k + i]) : Acc<T>(0);
+  }
+}
+
+// acc += As^T Bs for this thread's 4 x 4 block.
+template <typename A>
+__device__ __forceinline__ void MultiplyTile(const A (&as)[kTileK][kTileM], const A (&bs)[kTileK][kTileN], int ty,
+                                             int tx, A (&acc)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < kTileK; ++k) {
+    A a[4], b[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = as[k][ty * 4 + i];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b[j] = bs[k][tx * 4 + j];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+  }
+}
+
+// Writes 4 consecutive results [c, c + 4) of a row of `limit` elements.
+template <bool kVec, typename Out, typename A, typename Index>
+__device__ __forceinline__ void StoreQuad(Out* row, Index c, Index limit, const A (&v)[4]) {
+  if (kVec) {
+    if (c < limit) {
+      if constexpr (std::is_same_v<Out, A>) {
+        *reinterpret_cast<Pack<A, 4>*>(row + c) = Pack<A, 4>{{v[0], v[1], v[2], v[3]}};
+      } else {
+        StoreAcc<4>(row + c, v);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (c + j < limit) {
+        if constexpr (std::is_same_v<Out, A>) {
+          row[c + j] = v[j];
+        } else {
+          row[c + j] = FromAcc<Out>(v[j]);
+        }
+      }
+    }
+  }
+}
+
+// ---- input gradient ------------------------------------------------------------
+
+template <typename T, typename Index, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    Conv2DBackpropInputKernel(Conv2DParams<Index> p, const T* __restrict__ filter, const T* __restrict__ dy,
+                              T* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases) {
+  using A = Acc<T>;
+  __shared__ A as[kTileK][kTileM];
+  __shared__ A bs[kTileK][kTileN];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tx = tid % 16, ty = tid / 16;
+  // Loader roles: row (pixel / input channel) and 4-deep reduction offset.
+  const int load_row = tid % 64, load_k = (tid / 64) * 4;
+  const Index cin = p.in_depth, cout = p.out_depth;
+
+  for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
+    const Index pr = phase / p.phase_cols, pc = phase % p.phase_cols;
+    // Input rows of this phase: r0, r0 + phase_rows, ... (columns alike).
+    const Index r0 = (pr - p.pad_top_mod + p.phase_rows) % p.phase_rows;
+    const Index c0 = (pc - p.pad_left_mod + p.phase_cols) % p.phase_cols;
+    const Index nr = r0 < p.in_rows ? (p.in_rows - r0 + p.phase_rows - 1) / p.phase_rows : 0;
+    const Index nc = c0 < p.in_cols ? (p.in_cols - c0 + p.phase_cols - 1) / p.phase_cols : 0;
+    const Index m_total = p.batch * nr * nc;
+    for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
+      for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
+        const Index m0 = tile_m * kTileM;
+        if (m0 >= m_total) break;  // uniform over the block
+        const Index n0 = tile_n * kTileN;
+
+        // This thread's A row: one input pixel of the phase.
+        const Index m = m0 + load_row;
+        const bool row_ok = m < m_total;
+        Index img = 0, ra = 0, cb = 0;
+        if (row_ok) {
+          img = m / (nr * nc);
+          const Index rem = m - img * (nr * nc);
+          ra = rem / nc;
+          cb = rem - ra * nc;
+        }
+        const Index ih = r0 + ra * p.phase_rows, iw = c0 + cb * p.phase_cols;
+        // This thread's B row: one input channel.
+        const Index ci_load = n0 + load_row;
+        const bool ci_ok = ci_load < cin;
+
+        A acc[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
+
+        for (Index kh = 0; kh < p.filter_rows; ++kh) {
+          // Phased: the tap lands for the whole phase or for none of it.
+          const Index num_r = r0 + p.pad_top - kh * p.dilation_rows;
+          if (p.phased && num_r % p.phase_rows != 0) continue;
+          for (Index kw = 0; kw < p.filter_cols; ++kw) {
+            const Index num_c = c0 + p.pad_left - kw * p.dilation_cols;
+            if (p.phased && num_c % p.phase_cols != 0) continue;
+            Index oh, ow;
+            bool ok = row_ok;
+            if (p.phased) {
+              oh = ra + num_r / p.phase_rows;
+              ow = cb + num_c / p.phase_cols;
+            } else {
+              const Index tr = ih + p.pad_top - kh * p.dilation_rows;
+              const Index tc = iw + p.pad_left - kw * p.dilation_cols;
+              ok = ok && tr >= 0 && tc >= 0 && tr % p.stride_rows == 0 && tc % p.stride_cols == 0;
+              oh = tr / p.stride_rows;
+              ow = tc / p.stride_cols;
+            }
+            ok = ok && oh >= 0 && oh < p.out_rows && ow >= 0 && ow < p.out_cols;
+            const T* dy_row = dy + (ok ? ((img * p.out_rows + oh) * p.out_cols + ow) * cout : Index(0));
+            const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
+            for (Index k0 = 0; k0 < cout; k0 += kTileK) {
+              A va[4], vb[4];
+              LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, va);
+              LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, vb);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                as[load_k + i][load_row] = va[i];
+                bs[load_k + i][load_row] = vb[i];
+              }
+              __syncthreads();
+              MultiplyTile(as, bs, ty, tx, acc);
+              __syncthreads();
+            }
+          }
+        }
+
+        // Epilogue: rows ty*4 + i of the tile, channels n0 + tx*4 + [0, 4).
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const Index mm = m0 + ty * 4 + i;
+          if (mm >= m_total) break;
+          const Index im = mm / (nr * nc);
+          const Index rem = mm - im * (nr * nc);
+          const Index a = rem / nc, b = rem - (rem / nc) * nc;
+          T* out = dx + ((im * p.in_rows + r0 + a * p.phase_rows) * p.in_cols + c0 + b * p.phase_cols) * cin;
+          StoreQuad<kVec>(out, static_cast<Index>(n0 + tx * 4), cin, acc[i]);
+        }
+      }
+    }
+  }
+}
+
+// ---- filter gradient -----------------------------------------------------------
+
+// Out is T when the plan has one split (final values), Acc<T> for partial sums.
+template <typename T, typename Out, typename Index, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    Conv2DBackpropFilterKernel(Conv2DParams<Index> p, const T* __restrict__ x, const T* __restrict__ dy,
+                               Out* __restrict__ out, Index m_tiles, Index n_tiles, Index taps, Index splits) {
+  using A = Acc<T>;
+  __shared__ A as[kTileK][kTileM];
+  __shared__ A bs[kTileK][kTileN];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tx = tid % 16, ty = tid / 16;
+  // Loader roles: 4 consecutive channels of one pixel.
+  const int load_c = (tid % 16) * 4, load_k = tid / 16;
+  const Index cin = p.in_depth, cout = p.out_depth;
+  const Index pixels = p.batch * p.out_rows * p.out_cols;
+  const Index filter_elements = taps * cin * cout;
+
+  for (Index z = blockIdx.z; z < taps * splits; z += gridDim.z) {
+    const Index tap = z % taps, split = z / taps;
+    const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
+    const Index dh = kh * p.dilation_rows - p.pad_top, dw = kw * p.dilation_cols - p.pad_left;
+    const Index p_begin = split * p.pixels_per_split;
+    const Index p_end = Min<Index>(pixels, p_begin + p.pixels_per_split);
+    for (Index tile_m = blockIdx.y; tile_m < m_tiles; tile_m += gridDim.y) {
+      for (Index tile_n = blockIdx.x; tile_n < n_tiles; tile_n += gridDim.x) {
+        const Index m0 = tile_m * kTileM, n0 = tile_n * kTileN;
+        A acc[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
+
+        for (Index k0 = p_begin; k0 < p_end; k0 += kTileK) {
+          const Index pix = k0 + load_k;
+          bool ok = pix < p_end;
+          Index img = 0, oh = 0, ow = 0;
+          if (ok) {
+            img = pix / (p.out_rows * p.out_cols);
+            const Index rem = pix - img * (p.out_rows * p.out_cols);
+            oh = rem / p.out_cols;
+            ow = rem - oh * p.out_cols;
+          }
+          const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
+          const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
+          const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
+          const T* dy_row = dy + (ok ? pix * cout : Index(0));
+          A va[4], vb[4];
+          LoadQuad<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, va);
+          LoadQuad<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, vb);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            as[load_k][load_c + i] = va[i];
+            bs[load_k][load_c + i] = vb[i];
+          }
+          __syncthreads();
+          MultiplyTile(as, bs, ty, tx, acc);
+          __syncthreads();
+        }
+
+        Out* base = out + split * filter_elements + tap * cin * cout;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const Index ci = m0 + ty * 4 + i;
+          if (ci < cin) StoreQuad<kVec>(base + ci * cout, static_cast<Index>(n0 + tx * 4), cout, acc[i]);
+        }
+      }
+    }
+  }
+}
+
+// ---- tensor-core kernels (half, bfloat16) ----------------------------------------
+
+namespace wmma = nvcuda::wmma;
+constexpr int kTcM = 64, kTcN = 64, kTcK = 32, kTcThreads = 128;  // 4 warps, 2 x 2, each 32 x 32
+constexpr int kTcLdK = kTcK + 8;   // [row][k] tiles: rows of 80 bytes (16-byte aligned, banks staggered)
+constexpr int kTcLdMN = kTcM + 8;  // [k][row] tiles
+constexpr int kTcLdC = kTcN + 4;   // float staging tile
+
+template <typename T>
+constexpr bool kTensorCore = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+// dst[0, 16) = row[k, k + 16) of a row of `limit` elements, zeros outside (or when !ok).
+// kVec: limit % 8 == 0 and row 16-byte aligned, so each half is in or out as a whole.
+template <bool kVec, typename T, typename Index>
+__device__ __forceinline__ void Copy16(const T* row, bool ok, Index k, Index limit, T* dst) {
+  const T zero = FromAcc<T>(0.0f);
+  if (kVec) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      Pack<T, 8> v;
+      if (ok && k + 8 * h < limit) {
+        v = *reinterpret_cast<const Pack<T, 8>*>(row + k + 8 * h);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v.v[i] = zero;
+      }
+      *reinterpret_cast<Pack<T, 8>*>(dst + 8 * h) = v;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) dst[i] = (ok && k + i < limit) ? row[k + i] : zero;
+  }
+}
+
+// cs[64][kTcLdC] = the block's accumulators (warp (wm, wn) owns rows wm*32.., cols wn*32..).
+__device__ __forceinline__ void StageAccumulators(float* cs, int wm, int wn,
+                                                  wmma::fragment<wmma::accumulator, 16, 16, 16, float> (&acc)[2][2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(cs + (wm * 32 + 16 * i) * kTcLdC + wn * 32 + 16 * j, acc[i][j], kTcLdC,
+                              wmma::mem_row_major);
+}
+
+// out[c0 + [0, 32)) = row of the staged tile, columns past `limit` skipped.
+template <bool kVec, typename Out, typename Index>
+__device__ __forceinline__ void StoreRow32(Out* out, const float* staged, Index c0, Index limit) {
+  if (kVec) {  // limit % 8 == 0 and out 16-byte aligned
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (c0 + 8 * q < limit) {
+        Pack<Out, 8> v;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v.v[i] = FromAcc<Out>(staged[8 * q + i]);
+        *reinterpret_cast<Pack<Out, 8>*>(out + c0 + 8 * q) = v;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      if (c0 + i < limit) out[c0 + i] = FromAcc<Out>(staged[i]);
+  }
+}
+
+template <typename T, typename Index, bool kVec>
+__global__ void __launch_bounds__(kTcThreads)
+    Conv2DBackpropInputTcKernel(Conv2DParams<Index> p, const T* __restrict__ filter, const T* __restrict__ dy,
+                                T* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases) {
+  alignas(32) __shared__ T as[kTcM * kTcLdK];  // [pixel][out channel]
+  alignas(32) __shared__ T bs[kTcN * kTcLdK];  // [in channel][out channel]: B column-major
+  alignas(32) __shared__ float cs[kTcM * kTcLdC];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
+  const int load_row = tid / 2, load_k = (tid % 2) * 16;
+  const Index cin = p.in_depth, cout = p.out_depth;
+
+  for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
+    const Index pr = phase / p.phase_cols, pc = phase % p.phase_cols;
+    const Index r0 = (pr - p.pad_top_mod + p.phase_rows) % p.phase_rows;
+    const Index c0 = (pc - p.pad_left_mod + p.phase_cols) % p.phase_cols;
+    const Index nr = r0 < p.in_rows ? (p.in_rows - r0 + p.phase_rows - 1) / p.phase_rows : 0;
+    const Index nc = c0 < p.in_cols ? (p.in_cols - c0 + p.phase_cols - 1) / p.phase_cols : 0;
+    const Index m_total = p.batch * nr * nc;
+    for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
+      for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
+        const Index m0 = tile_m * kTcM;
+        if (m0 >= m_total) break;  // uniform over the block
+        const Index n0 = tile_n * kTcN;
+        const Index m = m0 + load_row;
+        const bool row_ok = m < m_total;
+        Index img = 0, ra = 0, cb = 0;
+        if (row_ok) {
+          img = m / (nr * nc);
+          const Index rem = m - img * (nr * nc);
+          ra = rem / nc;
+          cb = rem - ra * nc;
+        }
+        const Index ih = r0 + ra * p.phase_rows, iw = c0 + cb * p.phase_cols;
+        const Index ci_load = n0 + load_row;
+        const bool ci_ok = ci_load < cin;
+
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+        for (Index kh = 0; kh < p.filter_rows; ++kh) {
+          const Index num_r = r0 + p.pad_top - kh * p.dilation_rows;
+          if (p.phased && num_r % p.phase_rows != 0) continue;
+          for (Index kw = 0; kw < p.filter_cols; ++kw) {
+            const Index num_c = c0 + p.pad_left - kw * p.dilation_cols;
+            if (p.phased && num_c % p.phase_cols != 0) continue;
+            Index oh, ow;
+            bool ok = row_ok;
+            if (p.phased) {
+              oh = ra + num_r / p.phase_rows;
+              ow = cb + num_c / p.phase_cols;
+            } else {
+              const Index tr = ih + p.pad_top - kh * p.dilation_rows;
+              const Index tc = iw + p.pad_left - kw * p.dilation_cols;
+              ok = ok && tr >= 0 && tc >= 0 && tr % p.stride_rows == 0 && tc % p.stride_cols == 0;
+              oh = tr / p.stride_rows;
+              ow = tc / p.stride_cols;
+            }
+            ok = ok && oh >= 0 && oh < p.out_rows && ow >= 0 && ow < p.out_cols;
+            const T* dy_row = dy + (ok ? ((img * p.out_rows + oh) * p.out_cols + ow) * cout : Index(0));
+            const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
+            for (Index k0 = 0; k0 < cout; k0 += kTcK) {
+              Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, as + load_row * kTcLdK + load_k);
+              Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, bs + load_row * kTcLdK + load_k);
+              __syncthreads();
+#pragma unroll
+              for (int kk = 0; kk < kTcK; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[2];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + (wm * 32 + 16 * i) * kTcLdK + kk, kTcLdK);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + (wn * 32 + 16 * j) * kTcLdK + kk, kTcLdK);
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                  for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+              }
+              __syncthreads();
+            }
+          }
+        }
+
+        StageAccumulators(cs, wm, wn, acc);
+        __syncthreads();
+        // Thread: row tid / 2 of the tile, 32 channels from (tid % 2) * 32.
+        const Index mm = m0 + tid / 2;
+        if (mm < m_total) {
+          const Index im = mm / (nr * nc);
+          const Index rem = mm - im * (nr * nc);
+          const Index a = rem / nc, b = rem - (rem / nc) * nc;
+          T* out = dx + ((im * p.in_rows + r0 + a * p.phase_rows) * p.in_cols + c0 + b * p.phase_cols) * cin;
+          StoreRow32<kVec>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
+                           cin);
+        }
+        __syncthreads();  // cs is rewritten by the next tile
+      }
+    }
+  }
+}
+
+template <typename T, typename Out, typename Index, bool kVec>
+__global__ void __launch_bounds__(kTcThreads)
+    Conv2DBackpropFilterTcKernel(Conv2DParams<Index> p, const T* __restrict__ x, const T* __restrict__ dy,
+                                 Out* __restrict__ out, Index m_tiles, Index n_tiles, Index taps, Index splits) {
+  alignas(32) __shared__ T as[kTcK * kTcLdMN];  // [pixel][in channel]: A column-major
+  alignas(32) __shared__ T bs[kTcK * kTcLdMN];  // [pixel][out channel]
+  alignas(32) __shared__ float cs[kTcM * kTcLdC];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
+  const int load_k = tid / 4, load_c = (tid % 4) * 16;  // pixel of the step, 16 channels
+  const Index cin = p.in_depth, cout = p.out_depth;
+  const Index pixels = p.batch * p.out_rows * p.out_cols;
+  const Index filter_elements = taps * cin * cout;
+
+  for (Index z = blockIdx.z; z < taps * splits; z += gridDim.z) {
+    const Index tap = z % taps, split = z / taps;
+    const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
+    const Index dh = kh * p.dilation_rows - p.pad_top, dw = kw * p.dilation_cols - p.pad_left;
+    const Index p_begin = split * p.pixels_per_split;
+    const Index p_end = Min<Index>(pixels, p_begin + p.pixels_per_split);
+    for (Index tile_m = blockIdx.y; tile_m < m_tiles; tile_m += gridDim.y) {
+      for (Index tile_n = blockIdx.x; tile_n < n_tiles; tile_n += gridDim.x) {
+        const Index m0 = tile_m * kTcM, n0 = tile_n * kTcN;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+        for (Index k0 = p_begin; k0 < p_end; k0 += kTcK) {
+          const Index pix = k0 + load_k;
+          const bool ok = pix < p_end;
+          Index img = 0, oh = 0, ow = 0;
+          if (ok) {
+            img = pix / (p.out_rows * p.out_cols);
+            const Index rem = pix - img * (p.out_rows * p.out_cols);
+            oh = rem / p.out_cols;
+            ow = rem - oh * p.out_cols;
+          }
+          const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
+          const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
+          const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
+          const T* dy_row = dy + (ok ? pix * cout : Index(0));
+          Copy16<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, as + load_k * kTcLdMN + load_c);
+          Copy16<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, bs + load_k * kTcLdMN + load_c);
+          __syncthreads();
+#pragma unroll
+          for (int kk = 0; kk < kTcK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + kk * kTcLdMN + wm * 32 + 16 * i, kTcLdMN);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + kk * kTcLdMN + wn * 32 + 16 * j, kTcLdMN);
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+              for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+          }
+          __syncthreads();
+        }
+
+        StageAccumulators(cs, wm, wn, acc);
+        __syncthreads();
+        const Index ci = m0 + tid / 2;
+        if (ci < cin) {
+          Out* row = out + split * filter_elements + (tap * cin + ci) * cout;
+          StoreRow32<kVec>(row, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
+                           cout);
+        }
+        __syncthreads();
+      }
+    }
+  }
+}
+
+template <typename T>
+bool VecOk(const ConvGeometry& g, const void* a, const void* b, const void* c) {
+  return g.in_depth % 4 == 0 && g.out_depth % 4 == 0 && AlignedFor<T>(a, 4) && AlignedFor<T>(b, 4) &&
+         AlignedFor<T>(c, 4);
+}
+
+// The tensor-core kernels' vector condition: 8-element (16-byte) accesses.
+bool Vec8Ok(const ConvGeometry& g, const void* a, const void* b, const void* c) {
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  return g.in_depth % 8 == 0 && g.out_depth % 8 == 0 && aligned(a) && aligned(b) && aligned(c);
+}
+
+}  // namespace
+
+SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes) {
+  SplitPlan plan;
+  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
+  const int64_t taps = g.filter_rows * g.filter_cols;
+  const int64_t tiles = taps * CeilDiv(g.in_depth, kTileM) * CeilDiv(g.out_depth, kTileN);
+  int64_t splits = std::max<int64_t>(1, std::min(CeilDiv(kTargetBlocks, tiles), CeilDiv(pixels, kMinPixelsPerSplit)));
+  const int64_t max_by_scratch = std::max<int64_t>(1, kMaxScratchBytes / (g.filter_elements * acc_bytes));
+  splits = std::min(splits, max_by_scratch);
+  plan.pixels_per_split = CeilDiv(CeilDiv(pixels, splits), kTcK) * kTcK;  // whole steps of either kernel
+  plan.splits = CeilDiv(pixels, plan.pixels_per_split);
+  plan.partial_elements = g.filter_elements;
+  plan.scratch_bytes = plan.splits > 1 ? plan.splits * g.filter_elements * acc_bytes : 0;
+  return plan;
+}
+
+template <typename T, typename Index>
+Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy, T* dx) {
+  const Conv2DParams<Index> p = MakeParams<Index>(g);
+  const int64_t phases = int64_t{p.phase_rows} * p.phase_cols;
+  // Tiles of the largest phase; blocks past a smaller phase's end return at once.
+  const int64_t max_pixels =
+      g.batch * CeilDiv(g.in_rows, static_cast<int64_t>(p.phase_rows)) * CeilDiv(g.in_cols, static_cast<int64_t>(p.phase_cols));
+  const int64_t m_tiles = CeilDiv(max_pixels, kTileM), n_tiles = CeilDiv(g.in_depth, kTileN);
+  const dim3 grid(GridDim(m_tiles, kMaxGridX), GridDim(n_tiles, kMaxGridYZ), GridDim(phases, kMaxGridYZ));
+  const Index mt = static_cast<Index>(m_tiles), nt = static_cast<Index>(n_tiles), ph = static_cast<Index>(phases);
+  static_assert(kTcM == kTileM && kTcN == kTileN, "the tile grid is shared by both kernel families");
+  if constexpr (kTensorCore<T>) {
+    const bool vec = Vec8Ok(g, filter, dy, dx);
+    return Launch("Conv2DBackpropInputTcKernel",
+                  vec ? Conv2DBackpropInputTcKernel<T, Index, true> : Conv2DBackpropInputTcKernel<T, Index, false>,
+                  grid, dim3(kTcThreads), stream, p, filter, dy, dx, mt, nt, ph);
+  } else {
+    const bool vec = VecOk<T>(g, filter, dy, dx);
+    return Launch("Conv2DBackpropInputKernel",
+                  vec ? Conv2DBackpropInputKernel<T, Index, true> : Conv2DBackpropInputKernel<T, Index, false>, grid,
+                  dim3(kThreads), stream, p, filter, dy, dx, mt, nt, ph);
+  }
+}
+
+template <typename T, typename Index>
+Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan, const T* x,
+                                const T* dy, T* dw, void* scratch) {
+  Conv2DParams<Index> p = MakeParams<Index>(g);
+  p.pixels_per_split = static_cast<Index>(plan.pixels_per_split);
+  const int64_t taps = g.filter_rows * g.filter_cols;
+  const int64_t m_tiles = CeilDiv(g.in_depth, kTileM), n_tiles = CeilDiv(g.out_depth, kTileN);
+  const dim3 grid(GridDim(n_tiles, kMaxGridX), GridDim(m_tiles, kMaxGridYZ), GridDim(taps * plan.splits, kMaxGridYZ));
+  const Index mt = static_cast<Index>(m_tiles), nt = static_cast<Index>(n_tiles), tp = static_cast<Index>(taps);
+  const Index sp = static_cast<Index>(plan.splits);
+  // One split: final values straight into dw; else partial sums into scratch, then SumSplits.
+  Acc<T>* partial = static_cast<Acc<T>*>(scratch);
+  Status s;
+  if constexpr (kTensorCore<T>) {
+    const bool vec = Vec8Ok(g, x, dy, dw) && reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
+    if (plan.splits == 1) {
+      return Launch("Conv2DBackpropFilterTcKernel",
+                    vec ? Conv2DBackpropFilterTcKernel<T, T, Index, true> : Conv2DBackpropFilterTcKernel<T, T, Index, false>,
+                    grid, dim3(kTcThreads), stream, p, x, dy, dw, mt, nt, tp, sp);
+    }
+    s = Launch("Conv2DBackpropFilterTcKernel",
+               vec ? Conv2DBackpropFilterTcKernel<T, Acc<T>, Index, true>
+                   : Conv2DBackpropFilterTcKernel<T, Acc<T>, Index, false>,
+               grid, dim3(kTcThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
+  } else {
+    const bool vec = VecOk<T>(g, x, dy, dw) && AlignedFor<Acc<T>>(scratch, 4);
+    if (plan.splits == 1) {
+      return Launch("Conv2DBackpropFilterKernel",
+                    vec ? Conv2DBackpropFilterKernel<T, T, Index, true> : Conv2DBackpropFilterKernel<T, T, Index, false>,
+                    grid, dim3(kThreads), stream, p, x, dy, dw, mt, nt, tp, sp);
+    }
+    s = Launch("Conv2DBackpropFilterKernel",
+               vec ? Conv2DBackpropFilterKernel<T, Acc<T>, Index, true>
+                   : Conv2DBackpropFilterKernel<T, Acc<T>, Index, false>,
+               grid, dim3(kThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
+  }
+  if (!s.ok()) return s;
+  return SumSplits<T, Index>(stream, partial, plan.splits, g.filter_elements, dw);
+}
+
+#define TCB_INSTANTIATE(T, Index)                                                                              \
+  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const T*, const T*, T*); \
+  template Status Conv2DBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const SplitPlan&,      \
+                                                     const T*, const T*, T*, void*);
+#define TCB_INSTANTIATE_BOTH(T) TCB_INSTANTIATE(T, int32_t) TCB_INSTANTIATE(T, int64_t)
+TCB_INSTANTIATE_BOTH(__half)
+TCB_INSTANTIATE_BOTH(__nv_bfloat16)
+TCB_INSTANTIATE_BOTH(float)
+TCB_INSTANTIATE_BOTH(double)
+#undef TCB_INSTANTIATE_BOTH
+#undef TCB_INSTANTIATE
+
+}  // namespace cuda
+}  // namespace tf_conv_backprop

@@ -1,0 +1,60 @@
+// The NHWC compute kernels behind cuda_engine.h. The engine front end
+// (cuda_engine.cu) handles empty tensors, NCHW <-> NHWC and scratch, so each
+// launcher sees: NHWC tensors, every element count > 0, an index type (int32_t or
+// int64_t) that every index fits, and the scratch its plan asked for. A launcher
+// must write every output element.
+#ifndef TF_CONV_BACKPROP_CORE_CUDA_KERNELS_H_
+#define TF_CONV_BACKPROP_CORE_CUDA_KERNELS_H_
+
+#include <cstdint>
+
+#include "tf_ops/core/cuda_device.h"
+#include "tf_ops/core/geometry.h"
+
+namespace tf_conv_backprop {
+namespace cuda {
+
+// How a filter gradient splits its reduction over output pixels: `splits` ranges of
+// `pixels_per_split` pixels each, every split writes its partial sums (accumulation
+// type) to scratch, and a second kernel adds the splits in order. Deterministic for
+// a geometry: the plan depends on nothing else (not on the device).
+struct SplitPlan {
+  int64_t splits = 1;
+  int64_t pixels_per_split = 0;
+  int64_t partial_elements = 0;  // per split
+  int64_t scratch_bytes = 0;     // 0 when splits == 1 (written directly)
+};
+
+SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
+SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
+
+// dx[N,H,W,Cin] from filter[KH,KW,Cin,Cout] and dy[N,OH,OW,Cout].
+template <typename T, typename Index>
+Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy,
+                               T* dx);
+// dW[KH,KW,Cin,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout].
+template <typename T, typename Index>
+Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan,
+                                const T* x, const T* dy, T* dw, void* scratch);
+// dx[N,H,W,C] from filter[KH,KW,C,M] and dy[N,OH,OW,C*M].
+template <typename T, typename Index>
+Status DepthwiseBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy,
+                                  T* dx);
+// dW[KH,KW,C,M] from x[N,H,W,C] and dy[N,OH,OW,C*M].
+template <typename T, typename Index>
+Status DepthwiseBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan,
+                                   const T* x, const T* dy, T* dw, void* scratch);
+
+// out[i] = sum over s of partial[s * count + i], s = 0, 1, ... in order.
+template <typename T, typename Index>
+Status SumSplits(cudaStream_t stream, const Acc<T>* partial, int64_t splits, int64_t count, T* out);
+
+// dst[b][c][r] = src[b][r][c] for b < batch, r < rows, c < cols: NCHW -> NHWC with
+// (rows, cols) = (C, H*W), NHWC -> NCHW with (H*W, C).
+template <typename T, typename Index>
+Status Transpose(cudaStream_t stream, int64_t batch, int64_t rows, int64_t cols, const T* src, T* dst);
+
+}  // namespace cuda
+}  // namespace tf_conv_backprop
+
+#endif  // TF_CONV_BACKPROP_CORE_CUDA_KERNELS_H_

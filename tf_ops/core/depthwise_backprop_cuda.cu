@@ -1,0 +1,347 @@
+// CUDA kernels for the depthwise gradients (NHWC, see cuda_kernels.h): direct loops
+// with the channel dimension across threads and V consecutive channels per thread
+// (one aligned vector access), so every warp reads whole channel runs.
+//
+// Output channel oc = c * M + j (M = depth multiplier) and the filter is
+// [KH, KW, C, M], i.e. [tap][oc]: the channels c .. c+V-1 of the input own the
+// contiguous output-channel run [c*M, (c+V)*M).
+//
+// Input gradient: one thread per (input pixel, V input channels), summing over the
+// taps whose output position oh = (ih + pad - kh*d) / s is an integer in range, in
+// tap order: no reduction across threads.
+//
+// Filter gradient: dW[tap][oc] = sum over output pixels p of dy[p][oc] * x[pixel of p
+// under tap][oc / M]. A block owns `lanes` groups of V output channels (threadIdx.x)
+// and a chunk of up to kTapChunk taps held in registers; its `256 / lanes` rows of
+// threads (threadIdx.y) take the pixels of one split in turn (row r: pixels r, r +
+// rows, ...), reading each dy vector once for all taps of the chunk. Rows are then
+// added in row order through shared memory and the splits in split order by
+// SumSplits: a fixed order that depends only on the geometry (lanes and the plan are
+// computed from the shapes, not from pointer alignment), so results are bitwise
+// reproducible without atomics.
+#include <algorithm>
+
+#include "tf_ops/core/cuda_kernels.h"
+
+namespace tf_conv_backprop {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTapChunk = 9;  // a 3x3 filter in one chunk
+constexpr int kMaxLanes = 32;
+constexpr int64_t kTargetBlocks = 1024;
+constexpr int64_t kMinPixelsPerSplit = 512;
+constexpr int64_t kMaxScratchBytes = int64_t{256} << 20;
+constexpr int64_t kMaxGridStride = int64_t{1} << 22;  // blocks of a grid-stride loop
+
+template <typename Index>
+struct DepthwiseParams {
+  Index batch, in_rows, in_cols, depth, multiplier;
+  Index out_rows, out_cols, out_depth;
+  Index filter_rows, filter_cols;
+  Index stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top, pad_left;
+  Index pixels_per_split;
+};
+
+template <typename Index>
+DepthwiseParams<Index> MakeParams(const ConvGeometry& g) {
+  DepthwiseParams<Index> p;
+  p.batch = static_cast<Index>(g.batch);
+  p.in_rows = static_cast<Index>(g.in_rows);
+  p.in_cols = static_cast<Index>(g.in_cols);
+  p.depth = static_cast<Index>(g.in_depth);
+  p.multiplier = static_cast<Index>(g.depth_multiplier);
+  p.out_rows = static_cast<Index>(g.out_rows);
+  p.out_cols = static_cast<Index>(g.out_cols);
+  p.out_depth = static_cast<Index>(g.out_depth);
+  p.filter_rows = static_cast<Index>(g.filter_rows);
+  p.filter_cols = static_cast<Index>(g.filter_cols);
+  p.stride_rows = static_cast<Index>(g.stride_rows);
+  p.stride_cols = static_cast<Index>(g.stride_cols);
+  p.dilation_rows = static_cast<Index>(g.dilation_rows);
+  p.dilation_cols = static_cast<Index>(g.dilation_cols);
+  p.pad_top = static_cast<Index>(g.pad_top);
+  p.pad_left = static_cast<Index>(g.pad_left);
+  p.pixels_per_split = 0;
+  return p;
+}
+
+// Channels per thread for element type T: 16 bytes of float/half/bfloat16 would need
+// more registers than they save, so 4 (2 for double).
+template <typename T>
+constexpr int VectorWidth() {
+  return sizeof(T) == 8 ? 2 : 4;
+}
+
+// The output position of tap offset `t` along one axis: true and *o when t >= 0,
+// t divides by the stride and t / stride < limit.
+template <typename Index>
+__device__ __forceinline__ bool OutputIndex(Index t, Index stride, Index limit, Index* o) {
+  if (t < 0) return false;
+  Index q = t;
+  if (stride != 1) {
+    q = t / stride;
+    if (q * stride != t) return false;
+  }
+  *o = q;
+  return q < limit;
+}
+
+// ---- input gradient ------------------------------------------------------------
+
+// V > 1 only when the multiplier is 1 and the depth a multiple of V.
+template <typename T, typename Index, int V>
+__global__ void __launch_bounds__(kThreads)
+    DepthwiseBackpropInputKernel(DepthwiseParams<Index> p, const T* __restrict__ filter, const T* __restrict__ dy,
+                                 T* __restrict__ dx, Index total) {
+  using A = Acc<T>;
+  const Index groups = p.depth / V;
+  const Index m = p.multiplier;
+  const Index stride = static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
+  for (Index item = static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + static_cast<Index>(threadIdx.x);
+       item < total; item += stride) {
+    const Index group = item % groups;
+    const Index pix = item / groups;
+    const Index iw = pix % p.in_cols;
+    const Index rest = pix / p.in_cols;
+    const Index ih = rest % p.in_rows;
+    const Index img = rest / p.in_rows;
+    const Index c = group * V;
+    A acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = A(0);
+    for (Index kh = 0; kh < p.filter_rows; ++kh) {
+      const Index tr = ih + p.pad_top - kh * p.dilation_rows;
+      if (tr < 0) break;  // and for every later kh
+      Index oh;
+      if (!OutputIndex(tr, p.stride_rows, p.out_rows, &oh)) continue;
+      for (Index kw = 0; kw < p.filter_cols; ++kw) {
+        const Index tc = iw + p.pad_left - kw * p.dilation_cols;
+        if (tc < 0) break;
+        Index ow;
+        if (!OutputIndex(tc, p.stride_cols, p.out_cols, &ow)) continue;
+        const T* g = dy + ((img * p.out_rows + oh) * p.out_cols + ow) * p.out_depth + c * m;
+        const T* w = filter + (kh * p.filter_cols + kw) * p.out_depth + c * m;
+        if constexpr (V > 1) {
+          A gv[V], wv[V];
+          LoadAcc<V>(g, gv);
+          LoadAcc<V>(w, wv);
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[v] += gv[v] * wv[v];
+        } else {
+          for (Index j = 0; j < m; ++j) acc[0] += ToAcc(g[j]) * ToAcc(w[j]);
+        }
+      }
+    }
+    StoreAcc<V>(dx + pix * p.depth + c, acc);
+  }
+}
+
+// ---- filter gradient -----------------------------------------------------------
+
+// Out is T for a one-split plan (final values), Acc<T> for partial sums.
+template <typename T, typename Out, typename Index, int V>
+__global__ void __launch_bounds__(kThreads)
+    DepthwiseBackpropFilterKernel(DepthwiseParams<Index> p, const T* __restrict__ x, const T* __restrict__ dy,
+                                  Out* __restrict__ out, Index groups, Index lane_tiles, Index tap_chunks,
+                                  Index splits) {
+  using A = Acc<T>;
+  __shared__ A rows_sum[kThreads * V];
+  const int lanes = static_cast<int>(blockDim.x), rows = static_cast<int>(blockDim.y);
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const Index m = p.multiplier;
+  const Index taps = p.filter_rows * p.filter_cols;
+  const Index pixels = p.batch * p.out_rows * p.out_cols;
+  const Index plane = p.out_rows * p.out_cols;
+
+  for (Index chunk = blockIdx.z; chunk < tap_chunks; chunk += gridDim.z) {
+    const Index t0 = chunk * kTapChunk;
+    const int nt = static_cast<int>(Min<Index>(kTapChunk, taps - t0));
+    // Input offsets of the chunk's taps relative to (oh * s_r, ow * s_c).
+    Index dh[kTapChunk], dw[kTapChunk];
+#pragma unroll
+    for (int t = 0; t < kTapChunk; ++t) {
+      const Index tap = t0 + Min<Index>(t, nt - 1);
+      const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
+      dh[t] = kh * p.dilation_rows - p.pad_top;
+      dw[t] = kw * p.dilation_cols - p.pad_left;
+    }
+    for (Index split = blockIdx.y; split < splits; split += gridDim.y) {
+      const Index p_begin = split * p.pixels_per_split;
+      const Index p_end = Min<Index>(pixels, p_begin + p.pixels_per_split);
+      for (Index tile = blockIdx.x; tile < lane_tiles; tile += gridDim.x) {
+        const Index group = tile * lanes + tx;
+        const bool lane_ok = group < groups;
+        const Index oc = group * V;
+        // Input channel of each of this thread's output channels.
+        Index xc[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) xc[v] = lane_ok ? (oc + v) / m : Index(0);
+
+        A acc[kTapChunk][V];
+#pragma unroll
+        for (int t = 0; t < kTapChunk; ++t)
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[t][v] = A(0);
+
+        if (lane_ok) {
+          for (Index pix = p_begin + ty; pix < p_end; pix += rows) {
+            const Index img = pix / plane;
+            const Index rem = pix - img * plane;
+            const Index oh = rem / p.out_cols, ow = rem - (rem / p.out_cols) * p.out_cols;
+            A g[V];
+            LoadAcc<V>(dy + pix * p.out_depth + oc, g);
+            const Index ihb = oh * p.stride_rows, iwb = ow * p.stride_cols;
+            const T* x_img = x + img * p.in_rows * p.in_cols * p.depth;
+#pragma unroll
+            for (int t = 0; t < kTapChunk; ++t) {
+              if (t < nt) {
+                const Index ih = ihb + dh[t], iw = iwb + dw[t];
+                if (ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols) {
+                  const T* xp = x_img + (ih * p.in_cols + iw) * p.depth;
+                  A xv[V];
+                  if (m == 1) {
+                    LoadAcc<V>(xp + oc, xv);
+                  } else {
+#pragma unroll
+                    for (int v = 0; v < V; ++v) xv[v] = ToAcc(xp[xc[v]]);
+                  }
+#pragma unroll
+                  for (int v = 0; v < V; ++v) acc[t][v] += g[v] * xv[v];
+                }
+              }
+            }
+          }
+        }
+
+        // Rows added in row order, one tap at a time (nt is the same for the block).
+        Out* base = out + (split * taps + t0) * p.out_depth;
+#pragma unroll
+        for (int t = 0; t < kTapChunk; ++t) {
+          if (t < nt) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) rows_sum[(ty * lanes + tx) * V + v] = acc[t][v];
+            __syncthreads();
+            if (ty == 0 && lane_ok) {
+              A s[V];
+#pragma unroll
+              for (int v = 0; v < V; ++v) s[v] = rows_sum[tx * V + v];
+              for (int r = 1; r < rows; ++r)
+#pragma unroll
+                for (int v = 0; v < V; ++v) s[v] += rows_sum[(r * lanes + tx) * V + v];
+              Out* o = base + t * p.out_depth + oc;
+              if constexpr (std::is_same_v<Out, A>) {
+#pragma unroll
+                for (int v = 0; v < V; ++v) o[v] = s[v];
+              } else {
+                StoreAcc<V>(o, s);
+              }
+            }
+            __syncthreads();
+          }
+        }
+      }
+    }
+  }
+}
+
+// Lanes (threads across channel groups) of the filter-gradient blocks: from the
+// shapes only, so the summation order never depends on pointer alignment.
+int64_t FilterLanes(const ConvGeometry& g, int nominal_v) {
+  const int64_t groups = CeilDiv(g.out_depth, nominal_v);
+  int64_t lanes = 1;
+  while (lanes < groups && lanes < kMaxLanes) lanes *= 2;
+  return lanes;
+}
+
+template <typename T, typename Index, int V>
+Status LaunchInput(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy, T* dx) {
+  const DepthwiseParams<Index> p = MakeParams<Index>(g);
+  const int64_t total = g.input_elements / V;
+  const dim3 grid(GridDim(CeilDiv(total, kThreads), kMaxGridStride));
+  return Launch("DepthwiseBackpropInputKernel", DepthwiseBackpropInputKernel<T, Index, V>, grid, dim3(kThreads),
+                stream, p, filter, dy, dx, static_cast<Index>(total));
+}
+
+template <typename T, typename Index, int V>
+Status LaunchFilter(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan, const T* x, const T* dy,
+                    T* dw, void* scratch) {
+  DepthwiseParams<Index> p = MakeParams<Index>(g);
+  p.pixels_per_split = static_cast<Index>(plan.pixels_per_split);
+  const int64_t lanes = FilterLanes(g, VectorWidth<T>());
+  const int64_t rows = kThreads / lanes;
+  const int64_t groups = g.out_depth / V;
+  const int64_t lane_tiles = CeilDiv(groups, lanes);
+  const int64_t tap_chunks = CeilDiv(g.filter_rows * g.filter_cols, kTapChunk);
+  const dim3 grid(GridDim(lane_tiles, kMaxGridX), GridDim(plan.splits, kMaxGridYZ), GridDim(tap_chunks, kMaxGridYZ));
+  const dim3 block(static_cast<unsigned>(lanes), static_cast<unsigned>(rows));
+  const Index gr = static_cast<Index>(groups), lt = static_cast<Index>(lane_tiles);
+  const Index tc = static_cast<Index>(tap_chunks), sp = static_cast<Index>(plan.splits);
+  if (plan.splits == 1) {
+    return Launch("DepthwiseBackpropFilterKernel", DepthwiseBackpropFilterKernel<T, T, Index, V>, grid, block,
+                  stream, p, x, dy, dw, gr, lt, tc, sp);
+  }
+  Acc<T>* partial = static_cast<Acc<T>*>(scratch);
+  const Status s = Launch("DepthwiseBackpropFilterKernel", DepthwiseBackpropFilterKernel<T, Acc<T>, Index, V>,
+                          grid, block, stream, p, x, dy, partial, gr, lt, tc, sp);
+  if (!s.ok()) return s;
+  return SumSplits<T, Index>(stream, partial, plan.splits, g.filter_elements, dw);
+}
+
+}  // namespace
+
+SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes) {
+  SplitPlan plan;
+  const int nominal_v = acc_bytes == 8 ? 2 : 4;
+  const int64_t lanes = FilterLanes(g, nominal_v);
+  const int64_t rows = kThreads / lanes;
+  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
+  const int64_t tiles =
+      CeilDiv(CeilDiv(g.out_depth, nominal_v), lanes) * CeilDiv(g.filter_rows * g.filter_cols, kTapChunk);
+  int64_t splits = std::max<int64_t>(1, std::min(CeilDiv(kTargetBlocks, tiles), CeilDiv(pixels, kMinPixelsPerSplit)));
+  const int64_t max_by_scratch = std::max<int64_t>(1, kMaxScratchBytes / (g.filter_elements * acc_bytes));
+  splits = std::min(splits, max_by_scratch);
+  plan.pixels_per_split = CeilDiv(CeilDiv(pixels, splits), rows) * rows;
+  plan.splits = CeilDiv(pixels, plan.pixels_per_split);
+  plan.partial_elements = g.filter_elements;
+  plan.scratch_bytes = plan.splits > 1 ? plan.splits * g.filter_elements * acc_bytes : 0;
+  return plan;
+}
+
+template <typename T, typename Index>
+Status DepthwiseBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy, T* dx) {
+  constexpr int kV = VectorWidth<T>();
+  if (g.depth_multiplier == 1 && g.in_depth % kV == 0 && AlignedFor<T>(filter, kV) && AlignedFor<T>(dy, kV) &&
+      AlignedFor<T>(dx, kV)) {
+    return LaunchInput<T, Index, kV>(stream, g, filter, dy, dx);
+  }
+  return LaunchInput<T, Index, 1>(stream, g, filter, dy, dx);
+}
+
+template <typename T, typename Index>
+Status DepthwiseBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan, const T* x,
+                                   const T* dy, T* dw, void* scratch) {
+  constexpr int kV = VectorWidth<T>();
+  const bool x_ok = g.depth_multiplier != 1 || AlignedFor<T>(x, kV);  // x is read as vectors only when M == 1
+  if (g.out_depth % kV == 0 && x_ok && AlignedFor<T>(dy, kV) && AlignedFor<T>(dw, kV) &&
+      (plan.splits == 1 || AlignedFor<Acc<T>>(scratch, kV))) {
+    return LaunchFilter<T, Index, kV>(stream, g, plan, x, dy, dw, scratch);
+  }
+  return LaunchFilter<T, Index, 1>(stream, g, plan, x, dy, dw, scratch);
+}
+
+#define TCB_INSTANTIATE(T, Index)                                                                                 \
+  template Status DepthwiseBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const T*, const T*, T*); \
+  template Status DepthwiseBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const SplitPlan&,      \
+                                                        const T*, const T*, T*, void*);
+#define TCB_INSTANTIATE_BOTH(T) TCB_INSTANTIATE(T, int32_t) TCB_INSTANTIATE(T, int64_t)
+TCB_INSTANTIATE_BOTH(__half)
+TCB_INSTANTIATE_BOTH(__nv_bfloat16)
+TCB_INSTANTIATE_BOTH(float)
+TCB_INSTANTIATE_BOTH(double)
+#undef TCB_INSTANTIATE_BOTH
+#undef TCB_INSTANTIATE
+
+}  // namespace cuda
+}  // namespace tf_conv_backprop

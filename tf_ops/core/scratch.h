@@ -1,0 +1,53 @@
+// Scratch memory of the CPU engine. Every temporary buffer the engine and the
+// kernels allocate goes through ScratchAllocator, which counts the bytes in
+// flight, so the benchmark can report the peak scratch of a call (the issue's
+// bound: <= max(32 MiB, output size)). The counters live in cpu_engine.cc, once
+// per process, shared by all instruction-set variants.
+#ifndef TF_CONV_BACKPROP_CORE_SCRATCH_H_
+#define TF_CONV_BACKPROP_CORE_SCRATCH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+namespace tf_conv_backprop {
+
+void CountScratch(int64_t bytes);  // + on allocation, - on release
+// Peak of the bytes in flight since the last reset (all threads together).
+int64_t ScratchPeakBytes();
+void ResetScratchPeak();
+
+// A std allocator with 64-byte (cache line, zmm) alignment that counts its bytes.
+template <typename T>
+struct ScratchAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  ScratchAllocator() = default;
+  template <typename U>
+  ScratchAllocator(const ScratchAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    T* p = static_cast<T*>(::operator new(n * sizeof(T), kAlign));
+    CountScratch(static_cast<int64_t>(n * sizeof(T)));
+    return p;
+  }
+  void deallocate(T* p, std::size_t n) {
+    CountScratch(-static_cast<int64_t>(n * sizeof(T)));
+    ::operator delete(p, kAlign);
+  }
+  template <typename U>
+  bool operator==(const ScratchAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const ScratchAllocator<U>&) const { return false; }
+};
+
+template <typename T>
+using ScratchVector = std::vector<T, ScratchAllocator<T>>;
+
+}  // namespace tf_conv_backprop
+
+// For the benchmark (through ctypes): the peak scratch in bytes since the last
+// reset; resets the peak afterwards when `reset` is nonzero.
+extern "C" __attribute__((visibility("default"))) int64_t tf_conv_backprop_scratch_peak_bytes(int reset);
+
+#endif  // TF_CONV_BACKPROP_CORE_SCRATCH_H_
