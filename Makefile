@@ -165,7 +165,7 @@ test: core-test sanitize pytest
 #   make fuzz-deps       installs Debian's clang-19 + libclang-rt-19-dev if missing (root/sudo)
 # The AVX-512 kernel variant is compiled with the AVX2 flags here (same source): clang
 # takes > 5 minutes per AVX-512 Eigen kernel under ASan + UBSan. To sanitize the real
-# AVX-512 code: make core-test-asan SAN_ISA_FLAGS_avx512='$$(ISA_FLAGS_avx512)'.
+# AVX-512 code: make core-test-asan SAN_ISA_FLAGS_avx512='$(ISA_FLAGS_avx512)' (quoted).
 SAN_CXX ?= clang++-19
 SAN_DIR := $(BUILD_DIR)/san
 SAN_FLAGS := -O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=address,undefined \

@@ -70,9 +70,6 @@ constexpr int64_t kGroupRows = 256;
 constexpr int64_t kSplitFilterBytes = int64_t{1} << 20;
 // Such a dW block is kept near this size (L2-resident while its pixels stream).
 constexpr int64_t kFilterBlockBytes = int64_t{512} << 10;
-// Cap on the filter gradient's per-shard partial sums; large filters use fewer
-// shards rather than hundreds of MiB of scratch.
-constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -360,8 +357,8 @@ void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, co
   // into private partials that are added afterwards in shard order. The shard
   // count depends only on the geometry and num_threads, hence the same rounding
   // on every run.
-  int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), pixels);
-  shards = std::min(shards, 1 + kMaxPartialBytes / (filter_size * static_cast<int64_t>(sizeof(A))));
+  const int64_t shards = ShardsWithinPartialBudget(std::min<int64_t>(std::max(1, ctx.num_threads), pixels),
+                                                   filter_size * static_cast<int64_t>(sizeof(A)));
   Scratch<A> partials((shards - 1) * filter_size);
 
   const int64_t tile = pointwise ? 0 : TileRows<A>(k, CeilDiv(pixels, shards));

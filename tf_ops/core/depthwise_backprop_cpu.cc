@@ -462,7 +462,8 @@ void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo,
   // (never on how the pool splits the range) and the partials are added in
   // shard order, so the result is bitwise reproducible run to run.
   const int64_t rows = geo.batch * geo.out_rows;
-  const int64_t shards = std::max<int64_t>(1, std::min<int64_t>(rows, ctx.num_threads));
+  const int64_t shards = ShardsWithinPartialBudget(std::min<int64_t>(rows, ctx.num_threads),
+                                                   geo.filter_elements * static_cast<int64_t>(sizeof(A)));
   const int64_t base = rows / shards, extra = rows % shards;
   auto shard_begin = [&](int64_t s) { return s * base + std::min(s, extra); };
   const int64_t fe = geo.filter_elements;

@@ -13,6 +13,17 @@
 
 namespace tf_conv_backprop {
 
+// Budget for per-thread partial sums (filter gradients): more threads than fit
+// just share fewer shards. Keeps the engine within max(32 MiB, output size).
+constexpr int64_t kPartialSumBytes = int64_t{32} << 20;
+
+// Shards for a reduction into `output_bytes` whose extra shards each need a
+// private partial of that size: at most `wanted`, at least 1.
+inline int64_t ShardsWithinPartialBudget(int64_t wanted, int64_t output_bytes) {
+  const int64_t fit = 1 + kPartialSumBytes / (output_bytes > 0 ? output_bytes : 1);
+  return wanted < fit ? (wanted > 1 ? wanted : 1) : fit;
+}
+
 void CountScratch(int64_t bytes);  // + on allocation, - on release
 // Peak of the bytes in flight since the last reset (all threads together).
 int64_t ScratchPeakBytes();
