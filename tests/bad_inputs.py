@@ -1,5 +1,5 @@
 """The bad-input corpus for the four ops: advisory and fuzzer crash cases (S1-S16, F1-F10,
-N1-N5 of /work/shared/BAD_INPUTS.md, 2-D analogs where the report is for Conv3D or the
+N1-N5 of BAD_INPUTS.md (the team's shared notes), 2-D analogs where the report is for Conv3D or the
 forward Conv2D) and the bad-input classes they imply, each with the outcome we require.
 
 Each case is one call of a public wrapper (or, with `raw=True`, of the generated op, to

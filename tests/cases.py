@@ -142,6 +142,22 @@ def sample_case(op, dtype, data_format, padding, dilated, seed):
             pass  # negative output size: draw again
 
 
+# Empty-tensor configurations: (what is empty, Case overrides of a small valid case).
+EMPTY = [
+    ("batch", dict(batch=0)),
+    ("rows", dict(in_rows=0, padding="SAME")),
+    ("in_depth", dict(in_depth=0)),
+    ("out_channels", dict(out_channels=0)),
+    ("filter_rows", dict(filter_rows=0, padding="SAME")),
+]
+
+
+def empty_case(op, data_format, overrides):
+    base = dict(op=op, dtype="float32", data_format=data_format, padding="VALID", batch=2,
+                in_rows=5, in_cols=4, in_depth=3, filter_rows=2, filter_cols=2, out_channels=2)
+    return Case(**{**base, **overrides})
+
+
 def make_arrays(case):
     """float64 inputs already rounded to the case's dtype (the reference sees the
     same values as the ops)."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cases import (DTYPES, FORMATS, PADDINGS, Case, make_arrays, rel_error, run_ours,
+from cases import (DTYPES, EMPTY, FORMATS, PADDINGS, Case, empty_case, make_arrays, rel_error, run_ours,
                    run_reference, run_tf, sample_case, tf_is_trusted, within)
 from cases import _OURS as OURS
 from tf_conv_backprop import _loader
@@ -97,22 +97,11 @@ def test_gpu_large_all_dtypes(op, dtype):
     assert within(err, dtype), f"{case}: relative error {err}"
 
 
-EMPTY = [
-    ("batch", dict(batch=0)),
-    ("rows", dict(in_rows=0, padding="SAME")),
-    ("in_depth", dict(in_depth=0)),
-    ("out_channels", dict(out_channels=0)),
-    ("filter_rows", dict(filter_rows=0, padding="SAME")),
-]
-
-
 @pytest.mark.parametrize("data_format", FORMATS)
 @pytest.mark.parametrize("op", [op.key for op in OPS])
 @pytest.mark.parametrize("what,overrides", EMPTY, ids=[e[0] for e in EMPTY])
 def test_gpu_empty_tensors(what, overrides, op, data_format):
-    base = dict(op=op, dtype="float32", data_format=data_format, padding="VALID", batch=2,
-                in_rows=5, in_cols=4, in_depth=3, filter_rows=2, filter_cols=2, out_channels=2)
-    case = Case(**{**base, **overrides})
+    case = empty_case(op, data_format, overrides)
     arrays = make_arrays(case)
     with tf.device(GPU):
         ours = run_ours(case, arrays)
