@@ -14,7 +14,6 @@ Run a child directly: `python tests/test_concurrency.py threads|rss`.
 """
 import json
 import os
-import subprocess
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,25 +28,8 @@ SEED = 20240611
 
 
 def _run_child(mode, timeout=600):
-    import pytest
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([_PYTHON_DIR, _HERE] + (
-        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, os.path.abspath(__file__), mode]
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"HANG: `{' '.join(cmd)}` did not finish in {timeout} s")
-    tail = (proc.stdout + "\n" + proc.stderr)[-8000:]
-    if proc.returncode < 0:
-        pytest.fail(f"CRASH: `{' '.join(cmd)}` died of signal {-proc.returncode}\n{tail}")
-    assert proc.returncode == 0, f"`{' '.join(cmd)}` failed (seed {SEED}):\n{tail}"
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise AssertionError(f"no RESULT line from `{' '.join(cmd)}`:\n{tail}")
+    from child_process import run_child
+    return run_child(__file__, mode, timeout=timeout, context=f"(seed {SEED})")
 
 
 def test_threads_bitwise_equal_to_serial():

@@ -15,7 +15,6 @@ kill or a crash fails the test instead of killing pytest):
 """
 import json
 import os
-import subprocess
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,27 +26,9 @@ INT32_MAX = 2**31 - 1
 
 
 def _run_child(mode, extra_env=None, timeout=300):
-    import pytest
-
-    env = dict(os.environ)
-    env.pop("TF_CONV_BACKPROP_MEMORY_LIMIT", None)
-    env.update(extra_env or {})
-    env["PYTHONPATH"] = os.pathsep.join([_PYTHON_DIR, _HERE] + (
-        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, os.path.abspath(__file__), mode]
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"HANG: `{' '.join(cmd)}` did not finish in {timeout} s")
-    tail = (proc.stdout + "\n" + proc.stderr)[-8000:]
-    if proc.returncode < 0:
-        pytest.fail(f"CRASH (signal {-proc.returncode}, 9 = OOM kill): `{' '.join(cmd)}`\n{tail}")
-    assert proc.returncode == 0, tail
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise AssertionError(f"no RESULT line:\n{tail}")
+    from child_process import run_child
+    return run_child(__file__, mode, extra_env, drop_env=("TF_CONV_BACKPROP_MEMORY_LIMIT",),
+                     timeout=timeout)
 
 
 # (label, op, sizes, data shape, dy shape, strides, padding, dtype)

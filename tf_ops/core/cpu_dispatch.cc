@@ -142,12 +142,7 @@ void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_
 #define TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(From, To)                                     \
   template void ConvertElements<From, To>(const From*, To*, int64_t);                     \
   template void TransposeConvert<From, To>(const From*, int64_t, To*, int64_t, int64_t, int64_t);
-TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(Eigen::half, float)
-TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(Eigen::bfloat16, float)
-TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(float, Eigen::half)
-TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(float, Eigen::bfloat16)
-TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(float, float)
-TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(double, double)
+TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TF_CONV_BACKPROP_INSTANTIATE_LAYOUT)
 #undef TF_CONV_BACKPROP_INSTANTIATE_LAYOUT
 
 #define TF_CONV_BACKPROP_INSTANTIATE(A)                                                                  \

@@ -78,6 +78,16 @@ Isa SetActiveIsa(Isa isa);
   }                                                                                                 \
   }
 
+// The (From, To) pairs the front end converts between: applies X to each, so the
+// per-ISA definitions and the dispatcher instantiate the same list.
+#define TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(X) \
+  X(Eigen::half, float)                          \
+  X(Eigen::bfloat16, float)                      \
+  X(float, Eigen::half)                          \
+  X(float, Eigen::bfloat16)                      \
+  X(float, float)                                \
+  X(double, double)
+
 TF_CONV_BACKPROP_DECLARE_ISA_KERNELS(baseline)
 TF_CONV_BACKPROP_DECLARE_ISA_KERNELS(avx2)
 TF_CONV_BACKPROP_DECLARE_ISA_KERNELS(avx512)
