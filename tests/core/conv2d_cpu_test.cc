@@ -100,6 +100,21 @@ ConvGeometry RandomGeometry(int i, std::mt19937_64& rng) {
       ok = MakeGeometry(pick(1, 3), pick(1, 4), pick(1, 4), pick(1, 20), pick(1, 20), pick(1, 5),
                         pick(1, 5), pick(1, 3), pick(1, 3), pick(1, 3), pick(1, 3), pick(2, 4),
                         pick(2, 4), pick(2, 4), pick(2, 4), &g);
+    } else if (i % 10 == 5) {
+      // Input channels in whole 16-lane vectors, stride 1: the AVX-512 direct
+      // input-gradient kernel (every tile width, padded and unpadded columns).
+      const int64_t cin = 16 * pick(1, 4) * (pick(0, 3) == 0 ? 2 : 1);
+      const int64_t cout = pick(0, 1) ? 16 * pick(1, 3) : pick(1, 24);
+      ok = MakeGeometry(pick(1, 3), pick(1, 18), pick(1, 18), cin, cout, pick(1, 4),
+                        pick(1, 4), 1, 1, pick(1, 3), pick(1, 3), pick(0, 3), pick(0, 3),
+                        pick(0, 3), pick(0, 3), &g);
+    } else if (i % 10 == 6) {
+      // Output channels in whole vectors, any stride: the AVX-512 direct
+      // filter-gradient kernel (every tile height, clipped pixel runs).
+      const int64_t cout = 16 * pick(1, 4) * (pick(0, 3) == 0 ? 2 : 1);
+      ok = MakeGeometry(pick(1, 3), pick(1, 16), pick(1, 16), pick(1, 40), cout, pick(1, 5),
+                        pick(1, 5), pick(1, 3), pick(1, 3), pick(1, 3), pick(1, 3), pick(0, 4),
+                        pick(0, 4), pick(0, 4), pick(0, 4), &g);
     } else if (i % 50 == 2) {
       ok = MakeGeometry(2, pick(24, 32), pick(24, 32), pick(40, 64), pick(16, 48), 3, 3,
                         pick(1, 2), 1, 1, pick(1, 2), 1, 1, 1, 1, &g);

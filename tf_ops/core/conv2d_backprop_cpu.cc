@@ -26,12 +26,16 @@
 // a thread only ever receives whole tiles.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
 
 #include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/scratch.h"
+#if defined(__AVX512F__)
+#include "tf_ops/core/conv2d_direct_avx512_inl.h"
+#endif
 
 // Built once per instruction set, into namespace cpu::TCB_ISA (see cpu_isa.h).
 #ifndef TCB_ISA
@@ -72,12 +76,6 @@ constexpr int64_t kSplitFilterBytes = int64_t{1} << 20;
 constexpr int64_t kFilterBlockBytes = int64_t{512} << 10;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// First element of shard s when `total` elements are split into `shards`
-// near-equal contiguous parts (no overflow for any int64 total).
-int64_t ShardStart(int64_t total, int64_t shards, int64_t s) {
-  return s * (total / shards) + std::min(s, total % shards);
-}
 
 // Pixels per col tile of `width` columns.
 template <typename A>
@@ -249,6 +247,11 @@ template <typename A>
 void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
                              const A* out_backprop, A* in_backprop) {
   const ConvGeometry& g = geo;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<A, float>) {
+    if (DirectInputGrad(ctx, g, filter, out_backprop, in_backprop)) return;
+  }
+#endif
   if (IsPointwise(g)) {
     PointwiseInputGrad(ctx, g, filter, out_backprop, in_backprop);
     return;
@@ -340,6 +343,11 @@ template <typename A>
 void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                               const A* out_backprop, A* filter_backprop) {
   const ConvGeometry& g = geo;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<A, float>) {
+    if (DirectFilterGrad(ctx, g, input, out_backprop, filter_backprop)) return;
+  }
+#endif
   const bool pointwise = IsPointwise(g);
   const int64_t k = g.filter_rows * g.filter_cols * g.in_depth;
   const int64_t cin = g.in_depth, cout = g.out_depth;

@@ -24,6 +24,12 @@ inline int64_t ShardsWithinPartialBudget(int64_t wanted, int64_t output_bytes) {
   return wanted < fit ? (wanted > 1 ? wanted : 1) : fit;
 }
 
+// First element of shard s when `total` elements are split into `shards`
+// near-equal contiguous parts (no overflow for any int64 total).
+inline int64_t ShardStart(int64_t total, int64_t shards, int64_t s) {
+  return s * (total / shards) + (s < total % shards ? s : total % shards);
+}
+
 void CountScratch(int64_t bytes);  // + on allocation, - on release
 // Peak of the bytes in flight since the last reset (all threads together).
 int64_t ScratchPeakBytes();
