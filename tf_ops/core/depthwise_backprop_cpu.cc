@@ -23,6 +23,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/scratch.h"
 
@@ -195,6 +199,26 @@ inline void Store(A* p, const V& v) {
 
 // ---- Input gradient --------------------------------------------------------
 
+// dx of a large call is written once and not read again by this kernel, so it
+// bypasses the caches (no read-for-ownership of each line, and dy keeps L2).
+// Only full, 64-byte aligned AVX-512 vectors; everything else stores normally.
+template <typename V, typename A>
+inline void StoreOut(A* p, const V& v, bool stream) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64) {
+    if (stream) {
+      if constexpr (sizeof(A) == 4) {
+        _mm512_stream_ps(reinterpret_cast<float*>(p), reinterpret_cast<const __m512&>(v));
+      } else {
+        _mm512_stream_pd(reinterpret_cast<double*>(p), reinterpret_cast<const __m512d&>(v));
+      }
+      return;
+    }
+  }
+#endif
+  Store(p, v);
+}
+
 // One (kh, kw) tap as seen from one residue class of dx columns: dx column
 // iw = rho + j*stride_cols reads dy column ow = j + ow_offset of dy_row.
 template <typename A>
@@ -204,6 +228,12 @@ struct InputTap {
   int64_t ow_offset;
 };
 
+// dx sizes from which the input gradient streams its stores.
+constexpr int64_t kStreamBytes = int64_t{8} << 20;
+
+// dy rows per dx row with software prefetching (3x3 and 5x5 filters fit).
+constexpr int kMaxPrefetchRows = 8;
+
 // Output pixels of accumulators kept in registers across all taps.
 constexpr int kPixelBlock = 8;
 
@@ -212,7 +242,7 @@ constexpr int kPixelBlock = 8;
 // g_step is the distance between consecutive columns of the class.
 template <typename V, typename A, int P>
 inline void InputLaneBlock(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t l,
-                           int64_t cm, A* g_px, int64_t g_step) {
+                           int64_t cm, A* g_px, int64_t g_step, bool stream) {
   V acc[P];
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) acc[p] = V{};
@@ -223,25 +253,26 @@ inline void InputLaneBlock(const InputTap<A>* taps, int64_t ntaps, int64_t j0, i
     for (int p = 0; p < P; ++p) acc[p] += Load<V>(dy + p * cm) * w;
   }
 #pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) Store(g_px + p * g_step + l, acc[p]);
+  for (int p = 0; p < P; ++p) StoreOut(g_px + p * g_step + l, acc[p], stream);
 }
 
 // All lanes of P columns: full vectors, then one lane at a time.
 template <typename A, int P>
 inline void InputPixels(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t cm, A* g_px,
-                        int64_t g_step) {
+                        int64_t g_step, bool stream = false) {
   using V = typename SimdOf<A>::Type;
   int64_t l = 0;
   for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
-    InputLaneBlock<V, A, P>(taps, ntaps, j0, l, cm, g_px, g_step);
+    InputLaneBlock<V, A, P>(taps, ntaps, j0, l, cm, g_px, g_step, stream);
   }
-  for (; l < cm; ++l) InputLaneBlock<A, A, P>(taps, ntaps, j0, l, cm, g_px, g_step);
+  for (; l < cm; ++l) InputLaneBlock<A, A, P>(taps, ntaps, j0, l, cm, g_px, g_step, false);
 }
 
 // G for one dx row (all its columns), written to g (in_cols x C*M).
 template <typename A>
 void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64_t n, int64_t ih,
-                      std::vector<InputTap<A>>& taps, std::vector<InputTap<A>>& some, A* grow) {
+                      std::vector<InputTap<A>>& taps, std::vector<InputTap<A>>& some, A* grow,
+                      bool stream) {
   const int64_t cm = g.in_depth * g.depth_multiplier, sc = g.stride_cols;
   const int64_t dy_row_elems = g.out_cols * cm;
   for (int64_t rho = 0; rho < sc && rho < g.in_cols; ++rho) {
@@ -284,18 +315,53 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64
       }
     };
     for (int64_t j = 0; j < lo; ++j) edge(j);
+    // A block's loads jump a whole pixel (cm lanes) per column and one vector
+    // per lane block, a pattern the hardware prefetchers do not follow; so each
+    // block prefetches, in every dy row its taps read, the columns two blocks on.
+    const A* ahead_rows[kMaxPrefetchRows];
+    int64_t ahead_offset[kMaxPrefetchRows];
+    int nrows = 0;
+    for (const InputTap<A>& tap : taps) {
+      int r = 0;
+      while (r < nrows && ahead_rows[r] != tap.dy_row) ++r;
+      if (r == nrows) {
+        if (nrows == kMaxPrefetchRows) continue;
+        ahead_rows[nrows] = tap.dy_row, ahead_offset[nrows++] = tap.ow_offset;
+      } else {
+        ahead_offset[r] = std::min(ahead_offset[r], tap.ow_offset);
+      }
+    }
+    const uintptr_t block_bytes = kPixelBlock * cm * sizeof(A);
     int64_t j = lo;
     for (; j + kPixelBlock <= hi; j += kPixelBlock) {
-      InputPixels<A, kPixelBlock>(taps.data(), taps.size(), j, cm, g0 + j * step, step);
+      for (int r = 0; r < nrows; ++r) {
+        // Integer arithmetic: the address may lie past the row (prefetches never fault).
+        const uintptr_t first = reinterpret_cast<uintptr_t>(ahead_rows[r]) +
+                                (j + 2 * kPixelBlock + ahead_offset[r]) * cm * sizeof(A);
+        for (uintptr_t b = 0; b < block_bytes; b += 64) {
+          __builtin_prefetch(reinterpret_cast<const void*>(first + b));
+        }
+      }
+      InputPixels<A, kPixelBlock>(taps.data(), taps.size(), j, cm, g0 + j * step, step, stream);
     }
-    for (; j < hi; ++j) InputPixels<A, 1>(taps.data(), taps.size(), j, cm, g0 + j * step, step);
+    // The rest of the interior as one narrower block (each width unrolled).
+    switch (hi - j) {
+#define TCB_TAIL(p)                                                                           \
+  case p:                                                                                     \
+    InputPixels<A, p>(taps.data(), taps.size(), j, cm, g0 + j * step, step, stream); \
+    break;
+      TCB_TAIL(1) TCB_TAIL(2) TCB_TAIL(3) TCB_TAIL(4) TCB_TAIL(5) TCB_TAIL(6) TCB_TAIL(7)
+#undef TCB_TAIL
+      default: break;
+    }
+    static_assert(kPixelBlock == 8, "the tail switch covers widths 1 .. kPixelBlock - 1");
     for (j = hi; j < count; ++j) edge(j);
   }
 }
 
 template <typename A>
 void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* dx, int64_t begin,
-                       int64_t end) {
+                       int64_t end, bool stream) {
   const int64_t c = g.in_depth, m = g.depth_multiplier;
   std::vector<InputTap<A>> taps, some;
   taps.reserve(g.filter_rows * g.filter_cols);
@@ -305,10 +371,10 @@ void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* d
     const int64_t n = r / g.in_rows, ih = r % g.in_rows;
     A* dx_row = dx + r * g.in_cols * c;
     if (m == 1) {
-      InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row);
+      InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream);
       continue;
     }
-    InputGradRowSimd(g, filter, dy, n, ih, taps, some, lanes.data());
+    InputGradRowSimd(g, filter, dy, n, ih, taps, some, lanes.data(), false);
     for (int64_t i = 0; i < g.in_cols * c; ++i) {
       const A* s = lanes.data() + i * m;
       A sum = s[0];
@@ -444,8 +510,17 @@ void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, 
   // A dx row is reached by about filter_rows / stride_rows taps.
   const int64_t row_taps = CeilDiv(geo.filter_rows, geo.stride_rows);
   const int64_t cost = CostPerRow(geo, geo.out_cols, row_taps);
+  // Streaming stores pay off once dx is far larger than the caches; they need
+  // every pixel's vectors on 64-byte boundaries.
+  const bool stream = geo.depth_multiplier == 1 &&
+                      geo.input_elements * static_cast<int64_t>(sizeof(A)) >= kStreamBytes &&
+                      reinterpret_cast<uintptr_t>(in_backprop) % 64 == 0 &&
+                      (geo.in_depth * static_cast<int64_t>(sizeof(A))) % 64 == 0;
   ctx.For(geo.batch * geo.in_rows, cost, [&](int64_t begin, int64_t end) {
-    InputGradRowsSimd(geo, filter, out_backprop, in_backprop, begin, end);
+    InputGradRowsSimd(geo, filter, out_backprop, in_backprop, begin, end, stream);
+#if defined(__AVX512F__)
+    if (stream) _mm_sfence();  // streamed dx visible before the pool reports done
+#endif
   });
 }
 
