@@ -22,6 +22,7 @@
 #include "tests/core/naive_reference.h"
 #include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/cpu_kernels.h"
+#include "tf_ops/core/scratch.h"
 
 namespace tcb = tf_conv_backprop;
 
@@ -100,8 +101,8 @@ std::vector<A> RandomVector(int64_t size, std::mt19937_64& rng) {
 }
 
 // ||a - b|| / ||b||; an all-zero reference requires an all-zero result. NaN propagates.
-template <typename A>
-double RelativeError(const std::vector<A>& a, const std::vector<double>& b) {
+template <typename Vec>
+double RelativeErrorOf(const Vec& a, const std::vector<double>& b) {
   double diff = 0, ref = 0;
   for (size_t i = 0; i < b.size(); ++i) {
     const double d = static_cast<double>(a[i]) - b[i];
@@ -132,13 +133,14 @@ bool Check(bool input_grad, const tcb::ConvGeometry& g, int num_threads, uint64_
   const int64_t out_size = input_grad ? g.input_elements : g.filter_elements;
   const std::vector<double> ref = tcb::naive::Gradient(g, input_grad, x_or_w.data(), dy.data());
 
-  std::vector<A> out1(out_size, std::numeric_limits<A>::quiet_NaN());
-  std::vector<A> out2(out_size, std::numeric_limits<A>::quiet_NaN());
+  // 64-byte aligned like TF's buffers, so the streaming-store path can run.
+  tcb::ScratchVector<A> out1(out_size, std::numeric_limits<A>::quiet_NaN());
+  tcb::ScratchVector<A> out2(out_size, std::numeric_limits<A>::quiet_NaN());
   Run<A>(input_grad, ThreadedContext(num_threads, 0), g, x_or_w.data(), dy.data(), out1.data());
   Run<A>(input_grad, ThreadedContext(num_threads, 1), g, x_or_w.data(), dy.data(), out2.data());
 
   const double tol = sizeof(A) == 4 ? 1e-5 : 1e-12;
-  const double err = RelativeError(out1, ref);
+  const double err = RelativeErrorOf(out1, ref);
   const bool same = std::memcmp(out1.data(), out2.data(), out_size * sizeof(A)) == 0;
   if (err <= tol && same) return true;
   std::printf("FAIL %s %s threads=%d seed=%llu: %s rel_err=%g (tol %g)%s\n",
@@ -236,6 +238,12 @@ int main(int argc, char** argv) {
           }
         }
       }
+    }
+    // dx over the streaming-store threshold (8 MiB), channels in whole vectors.
+    {
+      const tcb::ConvGeometry g = MakeGeometry(2, 131, 129, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+      (Check<float>(true, g, 2, base_seed + 17) ? passed : failed)++;
+      (Check<double>(true, g, 2, base_seed + 17) ? passed : failed)++;
     }
     std::printf("isa %s: %d failed\n", tcb::cpu::IsaName(isa), failed - failed_before);
   }
