@@ -26,7 +26,6 @@
 // a thread only ever receives whole tiles.
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -248,9 +247,7 @@ void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, con
                              const A* out_backprop, A* in_backprop) {
   const ConvGeometry& g = geo;
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<A, float>) {
-    if (DirectInputGrad(ctx, g, filter, out_backprop, in_backprop)) return;
-  }
+  if (DirectInputGrad(ctx, g, filter, out_backprop, in_backprop)) return;
 #endif
   if (IsPointwise(g)) {
     PointwiseInputGrad(ctx, g, filter, out_backprop, in_backprop);
@@ -344,9 +341,7 @@ void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, co
                               const A* out_backprop, A* filter_backprop) {
   const ConvGeometry& g = geo;
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<A, float>) {
-    if (DirectFilterGrad(ctx, g, input, out_backprop, filter_backprop)) return;
-  }
+  if (DirectFilterGrad(ctx, g, input, out_backprop, filter_backprop)) return;
 #endif
   const bool pointwise = IsPointwise(g);
   const int64_t k = g.filter_rows * g.filter_cols * g.in_depth;

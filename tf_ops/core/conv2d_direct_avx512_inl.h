@@ -1,16 +1,19 @@
-// Direct (no col buffer) AVX-512 float kernel for the conv2d input gradient,
-// stride 1, NHWC; included by conv2d_backprop_cpu.cc in its AVX-512 variant only.
+// Direct (no col buffer) AVX-512 kernels for the conv2d gradients, float and
+// double, NHWC: the input gradient for stride 1 (input channels in whole
+// vectors), the filter gradient for any stride (output channels in whole
+// vectors). Included by conv2d_backprop_cpu.cc in its AVX-512 variant only;
+// other shapes and ISAs run the Eigen GEMM kernels there.
 //
 // With stride 1, dx is a convolution of dy with the filter's taps mirrored:
 //   dx[n, ih, iw, ci] = sum over (kh, kw, co) of
 //       dy[n, ih + pad_top - kh*dh, iw + pad_left - kw*dw, co] * w[kh, kw, ci, co]
 // (dy taken as zero outside the image). A register tile of R dx pixels x V
-// vectors of 16 input channels sums over every tap and output channel before it
+// vectors of input channels sums over every tap and output channel before it
 // is stored once: per output channel it loads V filter vectors and broadcasts R
 // dy values, R*V FMAs. Eigen's GEMM + col2im writes and re-reads a col buffer
 // KH*KW times the size of dx instead, and repacks the filter per call of the GEMM.
 //
-// Layout work per call: the filter is packed to [ci block][tap][co][16V] so the
+// Layout work per call: the filter is packed to [ci block][tap][co][lanes*V] so the
 // V loads per output channel are contiguous; dy rows are copied with their
 // column padding (zeros) when a tap can read left or right of the image, so the
 // tile never tests bounds. Rows outside dy are skipped per dx row (tap list).
@@ -33,68 +36,94 @@ namespace cpu {
 namespace TCB_ISA {
 namespace {
 
-// One tap of the tap list: where its dy values start (relative to the dy value
-// of dx pixel 0 of the tile) and its packed filter block.
-struct DirectTap {
-  int64_t dy_offset;
-  const float* w;
+// One zmm register of T: 16 floats or 8 doubles.
+template <typename T>
+struct Zmm;
+template <>
+struct Zmm<float> {
+  using Vec = __m512;
+  static constexpr int kLanes = 16;
+  static Vec Zero() { return _mm512_setzero_ps(); }
+  static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec Broadcast(float v) { return _mm512_set1_ps(v); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+};
+template <>
+struct Zmm<double> {
+  using Vec = __m512d;
+  static constexpr int kLanes = 8;
+  static Vec Zero() { return _mm512_setzero_pd(); }
+  static Vec Load(const double* p) { return _mm512_loadu_pd(p); }
+  static Vec Broadcast(double v) { return _mm512_set1_pd(v); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a, b, c); }
+  static void Store(double* p, Vec v) { _mm512_storeu_pd(p, v); }
 };
 
-// dx[r * dx_stride + 16v + j] for r < R, v < V, j < 16: the full sum over the
+// One tap of the tap list: where its dy values start (relative to the dy value
+// of dx pixel 0 of the tile) and its packed filter block.
+template <typename T>
+struct DirectTap {
+  int64_t dy_offset;
+  const T* w;
+};
+
+// dx[r * dx_stride + lanes*v + j] for r < R, v < V, j < lanes: the full sum over the
 // taps and the cout output channels. dy values of consecutive pixels are
 // dy_stride apart.
-template <int R, int V>
-inline void DirectInputTile(const float* dy, int64_t dy_stride, const DirectTap* taps, int ntaps,
-                            int64_t cout, float* dx, int64_t dx_stride) {
-  __m512 acc[R][V];
+template <typename T, int R, int V>
+inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, int ntaps,
+                            int64_t cout, T* dx, int64_t dx_stride) {
+  constexpr int kLanes = Zmm<T>::kLanes;
+  typename Zmm<T>::Vec acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Zero();
   }
   for (int t = 0; t < ntaps; ++t) {
-    const float* d = dy + taps[t].dy_offset;
-    const float* w = taps[t].w;
-    for (int64_t co = 0; co < cout; ++co, w += 16 * V) {
-      __m512 wv[V];
+    const T* d = dy + taps[t].dy_offset;
+    const T* w = taps[t].w;
+    for (int64_t co = 0; co < cout; ++co, w += kLanes * V) {
+      typename Zmm<T>::Vec wv[V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) wv[v] = _mm512_load_ps(w + 16 * v);
+      for (int v = 0; v < V; ++v) wv[v] = Zmm<T>::Load(w + kLanes * v);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const __m512 b = _mm512_set1_ps(d[r * dy_stride + co]);
+        const typename Zmm<T>::Vec b = Zmm<T>::Broadcast(d[r * dy_stride + co]);
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b, wv[v], acc[r][v]);
+        for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Fma(b, wv[v], acc[r][v]);
       }
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(dx + r * dx_stride + 16 * v, acc[r][v]);
+    for (int v = 0; v < V; ++v) Zmm<T>::Store(dx + r * dx_stride + kLanes * v, acc[r][v]);
   }
 }
 
 // A row of `pixels` dx pixels in near-equal tiles of at most R (a row of 7 runs
 // as 4 + 3, not 6 + 1: a one-pixel tile is bound by its filter loads).
-template <int R, int V>
-void DirectInputRow(const float* dy, int64_t dy_stride, const DirectTap* taps, int ntaps,
-                    int64_t cout, float* dx, int64_t dx_stride, int64_t pixels) {
+template <typename T, int R, int V>
+void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, int ntaps,
+                    int64_t cout, T* dx, int64_t dx_stride, int64_t pixels) {
   const int64_t tiles = (pixels + R - 1) / R;
   const int64_t narrow = pixels / tiles, wide_tiles = pixels % tiles;
   int64_t p = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t width = narrow + (t < wide_tiles ? 1 : 0);
-    const float* d = dy + p * dy_stride;
-    float* o = dx + p * dx_stride;
+    const T* d = dy + p * dy_stride;
+    T* o = dx + p * dx_stride;
     p += width;
     if (width == R) {
-      DirectInputTile<R, V>(d, dy_stride, taps, ntaps, cout, o, dx_stride);
+      DirectInputTile<T, R, V>(d, dy_stride, taps, ntaps, cout, o, dx_stride);
       continue;
     }
     switch (width) {
 #define TCB_TILE(n)                                                                          \
   case n:                                                                                    \
-    if constexpr (n < R) DirectInputTile<n, V>(d, dy_stride, taps, ntaps, cout, o, dx_stride); \
+    if constexpr (n < R) DirectInputTile<T, n, V>(d, dy_stride, taps, ntaps, cout, o, dx_stride); \
     break;
       TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
       TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13)
@@ -104,30 +133,32 @@ void DirectInputRow(const float* dy, int64_t dy_stride, const DirectTap* taps, i
   }
 }
 
-// Channel blocks of 64, 32 or 16 input channels; the tile height keeps R*V
+// Channel blocks of 4, 2 or 1 vectors of input channels; the tile height keeps R*V
 // accumulators plus V filter vectors within the 32 zmm registers.
 constexpr int kDirectTileRows[5] = {0, 14, 12, 0, 6};
 
+template <typename T>
 bool DirectInputGradApplies(const ConvGeometry& g) {
-  return g.stride_rows == 1 && g.stride_cols == 1 && g.in_depth % 16 == 0 && g.out_depth >= 1;
+  return g.stride_rows == 1 && g.stride_cols == 1 && g.in_depth % Zmm<T>::kLanes == 0 && g.out_depth >= 1;
 }
 
-template <int V>
-void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const float* filter,
-                         const float* dy, float* dx) {
+template <typename T, int V>
+void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
+                         const T* dy, T* dx) {
+  constexpr int kLanes = Zmm<T>::kLanes;
   constexpr int R = kDirectTileRows[V];
-  constexpr int64_t kBlock = 16 * V;
+  constexpr int64_t kBlock = kLanes * V;
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t kh_n = g.filter_rows, kw_n = g.filter_cols, taps = kh_n * kw_n;
   const int64_t blocks = cin / kBlock;
 
   // Filter packed as [block][kh][kw][co][kBlock].
-  ScratchVector<float> packed(taps * cin * cout);
+  ScratchVector<T> packed(taps * cin * cout);
   ctx.For(blocks * taps, cin * cout / blocks, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / taps, t = u % taps;
-      float* dst = packed.data() + u * cout * kBlock;
-      const float* src = filter + (t * cin + b * kBlock) * cout;
+      T* dst = packed.data() + u * cout * kBlock;
+      const T* src = filter + (t * cin + b * kBlock) * cout;
       for (int64_t j = 0; j < kBlock; ++j) {
         for (int64_t co = 0; co < cout; ++co) dst[co * kBlock + j] = src[j * cout + co];
       }
@@ -146,7 +177,7 @@ void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const flo
   // reach) are copied once when padding is needed, so bands are tall enough to
   // amortise the halo yet small enough to stay in L2; enough of them to share.
   const int64_t reach = (kh_n - 1) * g.dilation_rows;
-  const int64_t row_bytes = padded_cols * cout * static_cast<int64_t>(sizeof(float));
+  const int64_t row_bytes = padded_cols * cout * static_cast<int64_t>(sizeof(T));
   int64_t band = std::max<int64_t>(1, (int64_t{256} << 10) / row_bytes);
   band = std::min(band, g.in_rows);
   const int64_t threads = std::max(1, ctx.num_threads);
@@ -163,40 +194,40 @@ void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const flo
   const int64_t units_per_block = g.batch * bands;
   const int64_t work = band * g.in_cols * taps * kBlock * cout;
   ctx.For(blocks * units_per_block, work, [&](int64_t begin, int64_t end) {
-    ScratchVector<float> rows_buf(pad_cols ? (band + reach) * padded_cols * cout : 0);
-    DirectTap tap_list[64];
-    std::vector<DirectTap> tap_heap;
-    DirectTap* tap_ptr = taps <= 64 ? tap_list : (tap_heap.resize(taps), tap_heap.data());
+    ScratchVector<T> rows_buf(pad_cols ? (band + reach) * padded_cols * cout : 0);
+    DirectTap<T> tap_list[64];
+    std::vector<DirectTap<T>> tap_heap;
+    DirectTap<T>* tap_ptr = taps <= 64 ? tap_list : (tap_heap.resize(taps), tap_heap.data());
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / units_per_block;
       const int64_t n = (u % units_per_block) / bands, ih0 = (u % bands) * band;
-      const float* w_block = packed.data() + b * taps * cout * kBlock;
+      const T* w_block = packed.data() + b * taps * cout * kBlock;
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
       // dy rows this band reads: oh = ih + pad_top - kh*dh, clipped to the image.
       const int64_t oh_lo = std::max<int64_t>(0, ih0 + g.pad_top - reach);
       const int64_t oh_hi = std::min(g.out_rows - 1, ih1 - 1 + g.pad_top);
-      const float* dy_n = dy + n * dy_image;
-      const float* src = dy_n;  // dy row oh starts at src + (oh - src_row0) * src_row
+      const T* dy_n = dy + n * dy_image;
+      const T* src = dy_n;  // dy row oh starts at src + (oh - src_row0) * src_row
       int64_t src_row0 = 0, src_cols = g.out_cols, src_left = 0;
       if (pad_cols && oh_lo <= oh_hi) {
-        float* buf = rows_buf.data();
+        T* buf = rows_buf.data();
         for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
-          float* d = buf + (oh - oh_lo) * padded_cols * cout;
-          std::fill_n(d, left * cout, 0.0f);
+          T* d = buf + (oh - oh_lo) * padded_cols * cout;
+          std::fill_n(d, left * cout, T(0));
           std::copy_n(dy_n + oh * g.out_cols * cout, g.out_cols * cout, d + left * cout);
-          std::fill_n(d + (left + g.out_cols) * cout, (padded_cols - left - g.out_cols) * cout, 0.0f);
+          std::fill_n(d + (left + g.out_cols) * cout, (padded_cols - left - g.out_cols) * cout, T(0));
         }
         src = buf, src_row0 = oh_lo, src_cols = padded_cols, src_left = left;
       }
       if (pointwise) {  // the band's pixels are one contiguous row in dy and dx
-        const DirectTap tap{0, w_block};
-        DirectInputRow<R, V>(dy_n + ih0 * g.in_cols * cout, cout, &tap, 1, cout,
+        const DirectTap<T> tap{0, w_block};
+        DirectInputRow<T, R, V>(dy_n + ih0 * g.in_cols * cout, cout, &tap, 1, cout,
                              dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin,
                              (ih1 - ih0) * g.in_cols);
         continue;
       }
       for (int64_t ih = ih0; ih < ih1; ++ih) {
-        float* dx_row = dx + n * dx_image + ih * g.in_cols * cin;
+        T* dx_row = dx + n * dx_image + ih * g.in_cols * cin;
         int ntaps = 0;
         for (int64_t kh = 0; kh < kh_n; ++kh) {
           const int64_t oh = ih + g.pad_top - kh * g.dilation_rows;
@@ -209,11 +240,11 @@ void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const flo
             ++ntaps;
           }
         }
-        float* dx_block = dx_row + b * kBlock;
+        T* dx_block = dx_row + b * kBlock;
         if (ntaps == 0) {
-          for (int64_t iw = 0; iw < g.in_cols; ++iw) std::fill_n(dx_block + iw * cin, kBlock, 0.0f);
+          for (int64_t iw = 0; iw < g.in_cols; ++iw) std::fill_n(dx_block + iw * cin, kBlock, T(0));
         } else {
-          DirectInputRow<R, V>(src, cout, tap_ptr, ntaps, cout, dx_block, cin, g.in_cols);
+          DirectInputRow<T, R, V>(src, cout, tap_ptr, ntaps, cout, dx_block, cin, g.in_cols);
         }
       }
     }
@@ -221,24 +252,25 @@ void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const flo
 }
 
 // Runs the direct kernel when it applies; false leaves dx untouched.
-bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const float* filter,
-                     const float* dy, float* dx) {
-  if (!DirectInputGradApplies(g)) return false;
-  if (g.in_depth % 64 == 0) {
-    DirectInputGradImpl<4>(ctx, g, filter, dy, dx);
-  } else if (g.in_depth % 32 == 0) {
-    DirectInputGradImpl<2>(ctx, g, filter, dy, dx);
+template <typename T>
+bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy,
+                     T* dx) {
+  if (!DirectInputGradApplies<T>(g)) return false;
+  constexpr int kLanes = Zmm<T>::kLanes;
+  if (g.in_depth % (4 * kLanes) == 0) {
+    DirectInputGradImpl<T, 4>(ctx, g, filter, dy, dx);
+  } else if (g.in_depth % (2 * kLanes) == 0) {
+    DirectInputGradImpl<T, 2>(ctx, g, filter, dy, dx);
   } else {
-    DirectInputGradImpl<1>(ctx, g, filter, dy, dx);
+    DirectInputGradImpl<T, 1>(ctx, g, filter, dy, dx);
   }
   return true;
 }
 
-
 // ---- Filter gradient ------------------------------------------------------------
 //   dW[kh, kw, ci, co] = sum over (n, oh, ow) of
 //       x[n, oh*sh + kh*dh - pad_top, ow*sw + kw*dw - pad_left, ci] * dy[n, oh, ow, co]
-// A register tile of R input channels x V vectors of 16 output channels of one
+// A register tile of R input channels x V vectors of output channels of one
 // tap sums over pixels: per pixel it loads V dy vectors and broadcasts R x
 // values. For a tap and a row of dy, the pixels whose x column is inside the
 // image form one contiguous run of ow (a "segment"), so no padding and no
@@ -252,56 +284,58 @@ bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const float* 
 
 // One run of pixels: x and dy at its first pixel, `count` pixels whose x values
 // are x_stride apart (dy values are cout apart).
+template <typename T>
 struct FilterSegment {
-  const float* x;
-  const float* dy;
+  const T* x;
+  const T* dy;
   int64_t count;
 };
 
-template <int R, int V>
-inline void DirectFilterTile(const FilterSegment* segs, int nsegs, int64_t x_stride,
-                             int64_t dy_stride, bool first, float* dw, int64_t dw_stride) {
-  __m512 acc[R][V];
+template <typename T, int R, int V>
+inline void DirectFilterTile(const FilterSegment<T>* segs, int nsegs, int64_t x_stride,
+                             int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
+  constexpr int kLanes = Zmm<T>::kLanes;
+  typename Zmm<T>::Vec acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(dw + r * dw_stride + 16 * v);
+      acc[r][v] = first ? Zmm<T>::Zero() : Zmm<T>::Load(dw + r * dw_stride + kLanes * v);
     }
   }
   for (int s = 0; s < nsegs; ++s) {
-    const float* x = segs[s].x;
-    const float* d = segs[s].dy;
+    const T* x = segs[s].x;
+    const T* d = segs[s].dy;
     for (int64_t i = 0; i < segs[s].count; ++i, x += x_stride, d += dy_stride) {
-      __m512 dv[V];
+      typename Zmm<T>::Vec dv[V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) dv[v] = _mm512_loadu_ps(d + 16 * v);
+      for (int v = 0; v < V; ++v) dv[v] = Zmm<T>::Load(d + kLanes * v);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const __m512 b = _mm512_set1_ps(x[r]);
+        const typename Zmm<T>::Vec b = Zmm<T>::Broadcast(x[r]);
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b, dv[v], acc[r][v]);
+        for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Fma(b, dv[v], acc[r][v]);
       }
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(dw + r * dw_stride + 16 * v, acc[r][v]);
+    for (int v = 0; v < V; ++v) Zmm<T>::Store(dw + r * dw_stride + kLanes * v, acc[r][v]);
   }
 }
 
 // Tile heights R (input channels) for V output-channel vectors, as above.
 constexpr int kFilterTileRows[5] = {0, 14, 12, 0, 6};
 
-template <int V>
-void DirectFilterTileAnyRows(int rows, const FilterSegment* segs, int nsegs, int64_t x_stride,
-                             int64_t dy_stride, bool first, float* dw, int64_t dw_stride) {
+template <typename T, int V>
+void DirectFilterTileAnyRows(int rows, const FilterSegment<T>* segs, int nsegs, int64_t x_stride,
+                             int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
   constexpr int R = kFilterTileRows[V];
   switch (rows) {
 #define TCB_TILE(n)                                                                         \
   case n:                                                                                   \
-    if constexpr (n <= R) DirectFilterTile<n, V>(segs, nsegs, x_stride, dy_stride, first, dw, dw_stride); \
+    if constexpr (n <= R) DirectFilterTile<T, n, V>(segs, nsegs, x_stride, dy_stride, first, dw, dw_stride); \
     break;
     TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
     TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13) TCB_TILE(14)
@@ -315,24 +349,25 @@ void DirectFilterTileAnyRows(int rows, const FilterSegment* segs, int nsegs, int
 constexpr int64_t kDirectFilterBlockBytes = int64_t{384} << 10;
 constexpr int64_t kMaxBlockRows = 64;
 
-template <int V>
-void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const float* x,
-                          const float* dy, float* dw) {
+template <typename T, int V>
+void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* x,
+                          const T* dy, T* dw) {
+  constexpr int kLanes = Zmm<T>::kLanes;
   constexpr int R = kFilterTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t kw_n = g.filter_cols, taps = g.filter_rows * kw_n;
   const int64_t ci_tiles = (cin + R - 1) / R;
   const int64_t units = taps * ci_tiles;
-  const int64_t co_blocks = cout / (16 * V);
+  const int64_t co_blocks = cout / (kLanes * V);
   const int64_t rows_total = g.batch * g.out_rows;  // dy rows of the whole batch
   const int64_t row_bytes =
-      (g.out_cols * cout + g.in_cols * cin) * static_cast<int64_t>(sizeof(float));
+      (g.out_cols * cout + g.in_cols * cin) * static_cast<int64_t>(sizeof(T));
   const int64_t block_rows =
       std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / row_bytes));
   const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
   const int64_t flops_per_unit = rows_total * g.out_cols * R * cout;
   ctx.For(shards, flops_per_unit * units / shards, [&](int64_t begin, int64_t end) {
-    FilterSegment segs[kMaxBlockRows];
+    FilterSegment<T> segs[kMaxBlockRows];
     for (int64_t s = begin; s < end; ++s) {
       const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
       for (int64_t r0 = 0; r0 < rows_total; r0 += block_rows) {
@@ -357,21 +392,21 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const fl
                 const int64_t n = row / g.out_rows, oh = row % g.out_rows;
                 const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
                 if (ih < 0 || ih >= g.in_rows) continue;
-                segs[nsegs++] = FilterSegment{
+                segs[nsegs++] = FilterSegment<T>{
                     x + ((n * g.in_rows + ih) * g.in_cols + ow_lo * g.stride_cols + col0) * cin,
                     dy + (row * g.out_cols + ow_lo) * cout, ow_hi - ow_lo + 1};
               }
             }
           }
-          float* dw_tile = dw + (t * cin + ci0) * cout;
+          T* dw_tile = dw + (t * cin + ci0) * cout;
           const bool first = r0 == 0;
           for (int64_t b = 0; b < co_blocks; ++b) {
-            FilterSegment shifted[kMaxBlockRows];
+            FilterSegment<T> shifted[kMaxBlockRows];
             for (int i = 0; i < nsegs; ++i) {
-              shifted[i] = FilterSegment{segs[i].x + ci0, segs[i].dy + b * 16 * V, segs[i].count};
+              shifted[i] = FilterSegment<T>{segs[i].x + ci0, segs[i].dy + b * kLanes * V, segs[i].count};
             }
-            DirectFilterTileAnyRows<V>(rows, shifted, nsegs, g.stride_cols * cin, cout, first,
-                                       dw_tile + b * 16 * V, cout);
+            DirectFilterTileAnyRows<T, V>(rows, shifted, nsegs, g.stride_cols * cin, cout, first,
+                                       dw_tile + b * kLanes * V, cout);
           }
         }
       }
@@ -381,15 +416,17 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const fl
 
 // Runs the direct filter-gradient kernel when it applies (output channels in
 // whole vectors); false leaves dW untouched.
-bool DirectFilterGrad(const CpuContext& ctx, const ConvGeometry& g, const float* x,
-                      const float* dy, float* dw) {
-  if (g.out_depth % 16 != 0) return false;
-  if (g.out_depth % 64 == 0) {
-    DirectFilterGradImpl<4>(ctx, g, x, dy, dw);
-  } else if (g.out_depth % 32 == 0) {
-    DirectFilterGradImpl<2>(ctx, g, x, dy, dw);
+template <typename T>
+bool DirectFilterGrad(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy,
+                      T* dw) {
+  constexpr int kLanes = Zmm<T>::kLanes;
+  if (g.out_depth % kLanes != 0) return false;
+  if (g.out_depth % (4 * kLanes) == 0) {
+    DirectFilterGradImpl<T, 4>(ctx, g, x, dy, dw);
+  } else if (g.out_depth % (2 * kLanes) == 0) {
+    DirectFilterGradImpl<T, 2>(ctx, g, x, dy, dw);
   } else {
-    DirectFilterGradImpl<1>(ctx, g, x, dy, dw);
+    DirectFilterGradImpl<T, 1>(ctx, g, x, dy, dw);
   }
   return true;
 }
