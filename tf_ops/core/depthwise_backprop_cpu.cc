@@ -429,6 +429,35 @@ inline void FilterLaneBlock(const ConvGeometry& g, const A* const* x_rows, const
     for (int kw = 0; kw < KW; ++kw) Store(dw + (kh * KW + kw) * cm + l, acc[kh][kw]);
 }
 
+// Cache lines to prefetch, from a few contiguous regions, issued a few at a time.
+class PrefetchQueue {
+ public:
+  void Add(const void* start, uintptr_t bytes) {
+    if (count_ == kMaxRegions || bytes == 0) return;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(start);
+    regions_[count_++] = {at, at + bytes};
+    lines_ += (bytes + 63) / 64;
+  }
+  int64_t Lines() const { return lines_; }
+  void Issue(int64_t lines) {
+    for (; lines > 0 && current_ < count_; --lines) {
+      Region& region = regions_[current_];
+      __builtin_prefetch(reinterpret_cast<const void*>(region.at));
+      region.at += 64;
+      if (region.at >= region.end) ++current_;
+    }
+  }
+
+ private:
+  static constexpr int kMaxRegions = 4;
+  struct Region {
+    uintptr_t at, end;
+  };
+  Region regions_[kMaxRegions];
+  int count_ = 0, current_ = 0;
+  int64_t lines_ = 0;
+};
+
 // Adds the dy rows [begin, end) (r = n*out_rows + oh) into dw.
 template <typename A, int KH, int KW>
 void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, int64_t begin,
@@ -482,8 +511,27 @@ void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, i
       x_rows[kh] = expanded.data() + slot * row_lanes;
     }
     const A* dy_row = dy + r * g.out_cols * cm;
+    // Each lane pass walks the rows with a stride of a whole pixel, which the
+    // hardware prefetchers follow poorly on the first (DRAM) pass; so this
+    // row's passes prefetch the next dy row and the input rows it adds, a
+    // share per pass.
+    PrefetchQueue ahead;
+    if (r + 1 < end) {
+      ahead.Add(dy_row + g.out_cols * cm, g.out_cols * cm * sizeof(A));
+      const int64_t next_n = (r + 1) / g.out_rows, next_oh = (r + 1) % g.out_rows;
+      for (int kh = std::max(0, KH - static_cast<int>(std::min<int64_t>(g.stride_rows, KH)));
+           kh < KH; ++kh) {
+        const int64_t ih = next_oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+        if (ih >= 0 && ih < g.in_rows) {
+          ahead.Add(x + ((next_n * g.in_rows + ih) * g.in_cols) * c, g.in_cols * c * sizeof(A));
+        }
+      }
+    }
+    const int64_t passes = (cm + kLanes<V, A> - 1) / kLanes<V, A>;
+    const int64_t lines_per_pass = (ahead.Lines() + passes - 1) / passes;
     int64_t l = 0;
     for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
+      ahead.Issue(lines_per_pass);
       FilterLaneBlock<V, A, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
     }
     for (; l < cm; ++l) FilterLaneBlock<A, A, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
