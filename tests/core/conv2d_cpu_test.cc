@@ -267,6 +267,40 @@ void Bench() {
   }
 }
 
+// A filter with one infinite tap: every dx element must be what summing only
+// the taps that exist gives (TF's result), so no kernel may multiply padding
+// zeros into the filter (0 * inf = NaN at the border).
+template <typename A>
+void CheckNonFiniteFilter(Tally* tally) {
+  for (int64_t cin : {16, 64}) {
+    ConvGeometry g;
+    MakeGeometry(2, 6, 7, cin, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, &g);
+    std::mt19937_64 rng(cin);
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    std::vector<A> w(g.filter_elements), dy(g.out_backprop_elements);
+    for (A& e : w) e = static_cast<A>(uniform(rng));
+    for (A& e : dy) e = static_cast<A>(uniform(rng));
+    w[(0 * 3 + 0) * cin * 16 + 3 * 16 + 5] = std::numeric_limits<A>::infinity();  // tap (0,0), ci 3
+    const std::vector<double> ref = naive::Gradient(g, true, w.data(), dy.data());
+    std::vector<A> out(g.input_elements, A(0));
+    cpu::Conv2DBackpropInputNhwc<A>(MakeContext(2, false), g, w.data(), dy.data(), out.data());
+    int64_t bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double o = out[i], r = ref[i];
+      const bool same = std::isfinite(r) ? std::abs(o - r) <= 1e-4 * (1 + std::abs(r))
+                                         : (std::isnan(r) ? std::isnan(o) : o == r);
+      bad += !same;
+    }
+    if (bad == 0) {
+      ++tally->passed;
+    } else {
+      ++tally->failed;
+      std::printf("FAIL Conv2DBackpropInputNhwc<%s> infinite filter tap, cin=%lld: %lld elements differ\n",
+                  sizeof(A) == 4 ? "float" : "double", (long long)cin, (long long)bad);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,6 +319,8 @@ int main(int argc, char** argv) {
       CheckConfig<float>(g, seed, &tally);
       CheckConfig<double>(g, seed, &tally);
     }
+    CheckNonFiniteFilter<float>(&tally);
+    CheckNonFiniteFilter<double>(&tally);
     std::printf("isa %s: %d failed\n", cpu::IsaName(isa), tally.failed - failed_before);
   }
   cpu::SetActiveIsa(selected);

@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -143,7 +144,7 @@ bool DirectInputGradApplies(const ConvGeometry& g) {
 }
 
 template <typename T, int V>
-void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
+bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
                          const T* dy, T* dx) {
   constexpr int kLanes = Zmm<T>::kLanes;
   constexpr int R = kDirectTileRows[V];
@@ -152,18 +153,27 @@ void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const int64_t kh_n = g.filter_rows, kw_n = g.filter_cols, taps = kh_n * kw_n;
   const int64_t blocks = cin / kBlock;
 
-  // Filter packed as [block][kh][kw][co][kBlock].
+  // Filter packed as [block][kh][kw][co][kBlock]. The tiles multiply padding
+  // zeros into the filter, exact only for finite weights (0 * inf = NaN where TF
+  // has no term), so the packing also checks them (w * 0 is NaN for inf and NaN).
   ScratchVector<T> packed(taps * cin * cout);
+  std::vector<char> finite(blocks * taps);
   ctx.For(blocks * taps, cin * cout / blocks, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / taps, t = u % taps;
       T* dst = packed.data() + u * cout * kBlock;
       const T* src = filter + (t * cin + b * kBlock) * cout;
+      T probe = 0;
       for (int64_t j = 0; j < kBlock; ++j) {
-        for (int64_t co = 0; co < cout; ++co) dst[co * kBlock + j] = src[j * cout + co];
+        for (int64_t co = 0; co < cout; ++co) {
+          dst[co * kBlock + j] = src[j * cout + co];
+          probe += src[j * cout + co] * T(0);
+        }
       }
+      finite[u] = probe == T(0);
     }
   });
+  if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
 
   // Columns of dy a tap can read: ow = iw + pad_left - kw*dw for iw < W. When
   // some fall outside [0, OW), the rows are copied into a padded band.
@@ -249,22 +259,19 @@ void DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       }
     }
   });
+  return true;
 }
 
-// Runs the direct kernel when it applies; false leaves dx untouched.
+// Runs the direct kernel when it applies (and the filter is finite); false
+// leaves dx untouched.
 template <typename T>
 bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy,
                      T* dx) {
   if (!DirectInputGradApplies<T>(g)) return false;
   constexpr int kLanes = Zmm<T>::kLanes;
-  if (g.in_depth % (4 * kLanes) == 0) {
-    DirectInputGradImpl<T, 4>(ctx, g, filter, dy, dx);
-  } else if (g.in_depth % (2 * kLanes) == 0) {
-    DirectInputGradImpl<T, 2>(ctx, g, filter, dy, dx);
-  } else {
-    DirectInputGradImpl<T, 1>(ctx, g, filter, dy, dx);
-  }
-  return true;
+  if (g.in_depth % (4 * kLanes) == 0) return DirectInputGradImpl<T, 4>(ctx, g, filter, dy, dx);
+  if (g.in_depth % (2 * kLanes) == 0) return DirectInputGradImpl<T, 2>(ctx, g, filter, dy, dx);
+  return DirectInputGradImpl<T, 1>(ctx, g, filter, dy, dx);
 }
 
 // ---- Filter gradient ------------------------------------------------------------
