@@ -29,7 +29,8 @@ SO := python/tf_conv_backprop/_conv_backprop_ops.so
 BUILD_INFO := python/tf_conv_backprop/_build_info.json
 CORE_SRCS := tf_ops/core/geometry.cc tf_ops/core/cpu_engine.cc tf_ops/core/cpu_dispatch.cc
 # Hot kernels: compiled once per instruction set and picked at run time (tf_ops/core/cpu_isa.h).
-ISA_SRCS := tf_ops/core/conv2d_backprop_cpu.cc tf_ops/core/depthwise_backprop_cpu.cc
+ISA_SRCS := tf_ops/core/conv2d_backprop_cpu.cc tf_ops/core/depthwise_backprop_cpu.cc \
+            tf_ops/core/depthwise_nchw_cpu.cc
 ISAS := baseline avx2 avx512
 ISA_FLAGS_baseline :=
 ISA_FLAGS_avx2 := -mavx2 -mfma -mf16c

@@ -150,6 +150,96 @@ bool Check(bool input_grad, const tcb::ConvGeometry& g, int num_threads, uint64_
   return false;
 }
 
+// [n][rows*cols][c] <-> [n][c][rows*cols].
+template <typename A>
+std::vector<A> NhwcToNchw(const std::vector<A>& v, int64_t n, int64_t pixels, int64_t c) {
+  std::vector<A> out(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t k = 0; k < c; ++k) out[(i * c + k) * pixels + p] = v[(i * pixels + p) * c + k];
+  return out;
+}
+template <typename A>
+std::vector<A> NchwToNhwc(const A* v, int64_t n, int64_t pixels, int64_t c) {
+  std::vector<A> out(n * pixels * c);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t k = 0; k < c; ++k) out[(i * pixels + p) * c + k] = v[(i * c + k) * pixels + p];
+  return out;
+}
+
+// The NCHW kernels on the same data as Check, transposed; also bitwise equal
+// under two schedules. They must accept every geometry here (finite filter,
+// small planes).
+template <typename A>
+bool CheckNchw(bool input_grad, const tcb::ConvGeometry& nhwc, int num_threads, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  tcb::ConvGeometry g = nhwc;
+  g.data_format = tcb::DataFormat::kNCHW;
+  const int64_t in_pixels = g.in_rows * g.in_cols, out_pixels = g.out_rows * g.out_cols;
+  const int64_t operand_size = input_grad ? g.filter_elements : g.input_elements;
+  const std::vector<A> x_or_w = RandomVector<A>(operand_size, rng);
+  const std::vector<A> dy = RandomVector<A>(g.out_backprop_elements, rng);
+  const std::vector<double> ref = tcb::naive::Gradient(nhwc, input_grad, x_or_w.data(), dy.data());
+  const std::vector<A> operand =
+      input_grad ? x_or_w : NhwcToNchw(x_or_w, g.batch, in_pixels, g.in_depth);
+  const std::vector<A> dy_nchw = NhwcToNchw(dy, g.batch, out_pixels, g.out_depth);
+  const int64_t out_size = input_grad ? g.input_elements : g.filter_elements;
+  tcb::ScratchVector<A> out1(out_size, std::numeric_limits<A>::quiet_NaN());
+  tcb::ScratchVector<A> out2(out_size, std::numeric_limits<A>::quiet_NaN());
+  bool applied = true;
+  for (int run = 0; run < 2; ++run) {
+    const tcb::CpuContext ctx = ThreadedContext(num_threads, run);
+    A* out = run == 0 ? out1.data() : out2.data();
+    applied &= input_grad
+                   ? tcb::cpu::DepthwiseBackpropInputNchw<A>(ctx, g, operand.data(), dy_nchw.data(), out)
+                   : tcb::cpu::DepthwiseBackpropFilterNchw<A>(ctx, g, operand.data(), dy_nchw.data(), out);
+  }
+  const std::vector<A> result = input_grad ? NchwToNhwc(out1.data(), g.batch, in_pixels, g.in_depth)
+                                           : std::vector<A>(out1.begin(), out1.end());
+  const double tol = sizeof(A) == 4 ? 1e-5 : 1e-12;
+  const double err = applied ? RelativeErrorOf(result, ref) : 1.0;
+  const bool same = std::memcmp(out1.data(), out2.data(), out_size * sizeof(A)) == 0;
+  if (applied && err <= tol && same) return true;
+  std::printf("FAIL NCHW %s %s threads=%d seed=%llu: %s rel_err=%g (tol %g)%s%s\n",
+              input_grad ? "DI" : "DF", sizeof(A) == 4 ? "float" : "double", num_threads,
+              (unsigned long long)seed, Describe(g).c_str(), err, tol,
+              same ? "" : " runs differ bitwise", applied ? "" : " (kernel declined)");
+  return false;
+}
+
+// Infinities in dy's border columns: the NCHW filter gradient must not pair
+// them with the zeros outside the image (0 * inf = NaN where TF has no term).
+template <typename A>
+bool CheckNchwInfiniteDy(int64_t stride) {
+  const tcb::ConvGeometry nhwc = MakeGeometry(2, 9, 21, 5, 3, 3, 1, stride, stride, 1, 1, 1, 1, 1, 1);
+  tcb::ConvGeometry g = nhwc;
+  g.data_format = tcb::DataFormat::kNCHW;
+  std::mt19937_64 rng(stride);
+  const std::vector<A> x = RandomVector<A>(g.input_elements, rng);
+  std::vector<A> dy = RandomVector<A>(g.out_backprop_elements, rng);
+  const int64_t C = g.out_depth, OW = g.out_cols;
+  dy[(3 * OW + 0) * C + 1] = std::numeric_limits<A>::infinity();            // n 0, oh 3, left column
+  dy[(4 * OW + OW - 1) * C + 2] = -std::numeric_limits<A>::infinity();      // n 0, oh 4, right column
+  const std::vector<double> ref = tcb::naive::Gradient(nhwc, false, x.data(), dy.data());
+  const int64_t in_pixels = g.in_rows * g.in_cols, out_pixels = g.out_rows * g.out_cols;
+  const std::vector<A> x_nchw = NhwcToNchw(x, g.batch, in_pixels, g.in_depth);
+  const std::vector<A> dy_nchw = NhwcToNchw(dy, g.batch, out_pixels, C);
+  std::vector<A> out(g.filter_elements, A(0));
+  const bool applied = tcb::cpu::DepthwiseBackpropFilterNchw<A>(ThreadedContext(2, 0), g, x_nchw.data(),
+                                                                dy_nchw.data(), out.data());
+  int64_t bad = applied ? 0 : 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double o = out[i], r = ref[i];
+    bad += std::isfinite(r) ? !(std::abs(o - r) <= 1e-4 * (1 + std::abs(r)))
+                            : (std::isnan(r) ? !std::isnan(o) : o != r);
+  }
+  if (bad == 0) return true;
+  std::printf("FAIL NCHW DF %s with infinite dy at the border, stride %lld: %lld elements differ\n",
+              sizeof(A) == 4 ? "float" : "double", (long long)stride, (long long)bad);
+  return false;
+}
+
 tcb::ConvGeometry RandomGeometry(std::mt19937_64& rng) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   for (;;) {
@@ -217,6 +307,8 @@ int main(int argc, char** argv) {
       for (bool input_grad : {true, false}) {
         (Check<float>(input_grad, g, threads, seed) ? passed : failed)++;
         (Check<double>(input_grad, g, threads, seed) ? passed : failed)++;
+        (CheckNchw<float>(input_grad, g, threads, seed) ? passed : failed)++;
+        (CheckNchw<double>(input_grad, g, threads, seed) ? passed : failed)++;
       }
     }
     // Targeted: the register-blocked paths (3x3 / 5x5 filter gradient, 8-pixel
@@ -234,10 +326,16 @@ int main(int argc, char** argv) {
             for (bool input_grad : {true, false}) {
               (Check<float>(input_grad, g, 2, seed) ? passed : failed)++;
               (Check<double>(input_grad, g, 2, seed) ? passed : failed)++;
+              (CheckNchw<float>(input_grad, g, 2, seed) ? passed : failed)++;
+              (CheckNchw<double>(input_grad, g, 2, seed) ? passed : failed)++;
             }
           }
         }
       }
+    }
+    for (int64_t stride : {1, 2}) {
+      (CheckNchwInfiniteDy<float>(stride) ? passed : failed)++;
+      (CheckNchwInfiniteDy<double>(stride) ? passed : failed)++;
     }
     // dx over the streaming-store threshold (8 MiB), channels in whole vectors.
     {

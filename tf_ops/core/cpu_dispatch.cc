@@ -118,6 +118,28 @@ void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo,
   baseline::DepthwiseBackpropFilterNhwc(ctx, geo, input, out_backprop, filter_backprop);
 }
 
+template <typename A>
+bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                                const A* out_backprop, A* in_backprop) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return avx512::DepthwiseBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
+    case Isa::kAvx2: return avx2::DepthwiseBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
+    case Isa::kBaseline: break;
+  }
+  return baseline::DepthwiseBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
+}
+
+template <typename A>
+bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                                 const A* out_backprop, A* filter_backprop) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return avx512::DepthwiseBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
+    case Isa::kAvx2: return avx2::DepthwiseBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
+    case Isa::kBaseline: break;
+  }
+  return baseline::DepthwiseBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
+}
+
 template <typename From, typename To>
 void ConvertElements(const From* src, To* dst, int64_t count) {
   switch (ActiveIsa()) {
@@ -149,7 +171,9 @@ TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TF_CONV_BACKPROP_INSTANTIATE_LAYOUT)
   template void Conv2DBackpropInputNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*);  \
   template void Conv2DBackpropFilterNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
   template void DepthwiseBackpropInputNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
-  template void DepthwiseBackpropFilterNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*);
+  template void DepthwiseBackpropFilterNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
+  template bool DepthwiseBackpropInputNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
+  template bool DepthwiseBackpropFilterNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*);
 TF_CONV_BACKPROP_INSTANTIATE(float)
 TF_CONV_BACKPROP_INSTANTIATE(double)
 #undef TF_CONV_BACKPROP_INSTANTIATE

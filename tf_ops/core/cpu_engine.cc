@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -152,9 +153,10 @@ Status Guarded(Fn fn) {
 // images: each chunk's dy is converted / transposed into a reused NHWC buffer,
 // the kernel writes the chunk's dx into a second one, which goes back to the
 // caller's layout and type. Images are independent, so chunking changes no sum.
-template <typename T, typename Kernel>
+template <typename T, typename Kernel, typename NchwKernel = std::nullptr_t>
 Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
-                     const T* out_backprop, T* in_backprop, Kernel kernel) {
+                     const T* out_backprop, T* in_backprop, Kernel kernel,
+                     NchwKernel nchw_kernel = nullptr) {
   using A = AccType<T>;
   if (geo.input_elements == 0) return OkStatus();
   if (geo.filter_elements == 0 || geo.out_backprop_elements == 0) {
@@ -166,6 +168,11 @@ Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* fi
       if (geo.data_format == DataFormat::kNHWC) {
         kernel(ctx, geo, filter, out_backprop, in_backprop);
         return;
+      }
+      if constexpr (!std::is_same_v<NchwKernel, std::nullptr_t>) {
+        if (cpu::DepthwiseNchwPlanarWins(geo) && nchw_kernel(ctx, geo, filter, out_backprop, in_backprop)) {
+          return;
+        }
       }
     }
     const A* w = nullptr;
@@ -200,9 +207,10 @@ Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* fi
 // first chunk's kernel writes the float dW directly, each later one writes a
 // scratch dW that is then added, in chunk order (deterministic sums). half and
 // bfloat16 round once, at the end.
-template <typename T, typename Kernel>
+template <typename T, typename Kernel, typename NchwKernel = std::nullptr_t>
 Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
-                      const T* out_backprop, T* filter_backprop, Kernel kernel) {
+                      const T* out_backprop, T* filter_backprop, Kernel kernel,
+                      NchwKernel nchw_kernel = nullptr) {
   using A = AccType<T>;
   if (geo.filter_elements == 0) return OkStatus();
   if (geo.input_elements == 0 || geo.out_backprop_elements == 0) {
@@ -214,6 +222,11 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
       if (geo.data_format == DataFormat::kNHWC) {
         kernel(ctx, geo, input, out_backprop, filter_backprop);
         return;
+      }
+      if constexpr (!std::is_same_v<NchwKernel, std::nullptr_t>) {
+        if (cpu::DepthwiseNchwPlanarWins(geo) && nchw_kernel(ctx, geo, input, out_backprop, filter_backprop)) {
+          return;
+        }
       }
     }
     const int64_t fe = geo.filter_elements;
@@ -268,14 +281,16 @@ Status Conv2DBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, c
 template <typename T>
 Status DepthwiseBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                                  const T* out_backprop, T* in_backprop) {
-  return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::DepthwiseBackpropInputNhwc<AccType<T>>);
+  return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::DepthwiseBackpropInputNhwc<AccType<T>>,
+                       cpu::DepthwiseBackpropInputNchw<AccType<T>>);
 }
 
 template <typename T>
 Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
                                   const T* out_backprop, T* filter_backprop) {
   return FilterGradient(ctx, geo, input, out_backprop, filter_backprop,
-                        cpu::DepthwiseBackpropFilterNhwc<AccType<T>>);
+                        cpu::DepthwiseBackpropFilterNhwc<AccType<T>>,
+                        cpu::DepthwiseBackpropFilterNchw<AccType<T>>);
 }
 
 #define TF_CONV_BACKPROP_INSTANTIATE(T)                                                              \

@@ -69,6 +69,12 @@ Isa SetActiveIsa(Isa isa);
   template <typename A>                                                                             \
   void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,  \
                                    const A* out_backprop, A* filter_backprop);                      \
+  template <typename A>                                                                             \
+  bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,  \
+                                  const A* out_backprop, A* in_backprop);                           \
+  template <typename A>                                                                             \
+  bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,  \
+                                   const A* out_backprop, A* filter_backprop);                      \
   template <typename From, typename To>                                                             \
   void ConvertElements(const From* src, To* dst, int64_t count);                                    \
   template <typename From, typename To>                                                             \

@@ -37,6 +37,25 @@ template <typename A>
 void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop);
 
+// The depthwise gradients on NCHW tensors directly (no transposes). They return
+// false, writing nothing, where they do not apply (a non-finite filter for the
+// input gradient; planes too large for their per-thread scratch); the front end
+// then transposes to NHWC.
+template <typename A>
+bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                                const A* out_backprop, A* in_backprop);
+template <typename A>
+bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                                 const A* out_backprop, A* filter_backprop);
+// Where those beat transposing to NHWC: they vectorise along rows, so they
+// need rows of a few vectors, and their stride > 1 column classes cost more
+// than the transposes; with a multiplier > 1 they always win (the NHWC kernels
+// add an expansion or reduction pass). Measured with `make bench` (float32,
+// AVX-512): C32 @112 and C144 @56 win, rows of 7-28 and stride 2 lose.
+inline bool DepthwiseNchwPlanarWins(const ConvGeometry& g) {
+  return g.depth_multiplier > 1 || (g.stride_rows == 1 && g.stride_cols == 1 && g.out_cols >= 48);
+}
+
 // Layout helpers of the engine front end (serial; the caller splits the work).
 // From -> To is one of half/bfloat16 -> float, float -> half/bfloat16 (round to
 // nearest even, as Eigen's conversions), float -> float, double -> double.

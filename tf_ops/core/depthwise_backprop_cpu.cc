@@ -29,6 +29,7 @@
 
 #include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/scratch.h"
+#include "tf_ops/core/simd_vec_inl.h"
 
 // Built once per instruction set, into namespace cpu::TCB_ISA (see cpu_isa.h).
 #ifndef TCB_ISA
@@ -162,40 +163,6 @@ int64_t CostPerRow(const ConvGeometry& g, int64_t cols, int64_t row_taps) {
 // with X the input with each channel repeated M times (x itself when M == 1).
 // So one lane loop serves every multiplier; M > 1 only adds a reduction pass
 // (input grad) or an expansion of the x rows (filter grad).
-
-#if defined(__AVX512F__)
-constexpr int kVectorBytes = 64;
-#elif defined(__AVX__)
-constexpr int kVectorBytes = 32;
-#else
-constexpr int kVectorBytes = 16;
-#endif
-typedef float VecF __attribute__((vector_size(kVectorBytes)));
-typedef double VecD __attribute__((vector_size(kVectorBytes)));
-template <typename A>
-struct SimdOf;
-template <>
-struct SimdOf<float> {
-  using Type = VecF;
-};
-template <>
-struct SimdOf<double> {
-  using Type = VecD;
-};
-// V is a vector type or A itself (one lane, for the lane tail).
-template <typename V, typename A>
-constexpr int64_t kLanes = sizeof(V) / sizeof(A);
-
-template <typename V, typename A>
-inline V Load(const A* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V, typename A>
-inline void Store(A* p, const V& v) {
-  std::memcpy(p, &v, sizeof(V));
-}
 
 // ---- Input gradient --------------------------------------------------------
 
