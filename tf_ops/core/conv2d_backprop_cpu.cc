@@ -396,6 +396,19 @@ void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, co
   }
 }
 
+bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
+                                 const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
+                                 Eigen::bfloat16* in_backprop) {
+#if defined(__AVX512F__)
+  static_assert(sizeof(Eigen::bfloat16) == sizeof(uint16_t), "bfloat16 is its 16 bits");
+  return DirectInputGradBf16(ctx, geo, reinterpret_cast<const uint16_t*>(filter),
+                             reinterpret_cast<const uint16_t*>(out_backprop),
+                             reinterpret_cast<uint16_t*>(in_backprop));
+#else
+  return false;  // no vdpbf16ps below the AVX-512 variant
+#endif
+}
+
 template void Conv2DBackpropInputNhwc<float>(const CpuContext&, const ConvGeometry&, const float*,
                                              const float*, float*);
 template void Conv2DBackpropInputNhwc<double>(const CpuContext&, const ConvGeometry&,

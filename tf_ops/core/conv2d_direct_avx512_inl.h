@@ -30,6 +30,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace tf_conv_backprop {
@@ -134,28 +136,125 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
   }
 }
 
+// ---- bfloat16 input gradient (AVX512_BF16) ---------------------------------------
+// The same tiles on bfloat16 data with vdpbf16ps: each instruction multiplies a
+// pair of output channels (co, co+1) of one dy pixel, broadcast as one 32-bit
+// value, with the matching pairs of 16 input channels of the filter (packed
+// [block][tap][co/2][lanes][2]) and adds both products to a float accumulator:
+// twice the multiply-adds of a float FMA, half the bytes, no conversion passes.
+// Products of bfloat16 values are exact in float; the instruction flushes
+// denormals (as TF's AMX kernels do). Results round once to bfloat16 (nearest
+// even) at the store. Needs an even Cout; CPUs without AVX512_BF16 decline.
+#define TCB_BF16_TARGET __attribute__((target("avx512bf16")))
+
+template <int R, int V>
+TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_stride,
+                                                const DirectTap<uint16_t>* taps, int ntaps,
+                                                int64_t cout, uint16_t* dx, int64_t dx_stride) {
+  __m512 acc[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int t = 0; t < ntaps; ++t) {
+    const uint16_t* d = dy + taps[t].dy_offset;
+    const uint16_t* w = taps[t].w;
+    for (int64_t co = 0; co < cout; co += 2, w += 32 * V) {
+      __m512bh wv[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) wv[v] = (__m512bh)_mm512_loadu_si512(w + 32 * v);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, d + r * dy_stride + co, sizeof(pair));
+        const __m512bh b = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], b, wv[v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dx + r * dx_stride + 16 * v),
+                          (__m256i)_mm512_cvtneps_pbh(acc[r][v]));
+    }
+  }
+}
+
+template <int R, int V>
+TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
+    const uint16_t* dy, int64_t dy_stride, const DirectTap<uint16_t>* taps, int ntaps,
+    int64_t cout, uint16_t* dx, int64_t dx_stride, int64_t pixels) {
+  const int64_t tiles = (pixels + R - 1) / R;
+  const int64_t narrow = pixels / tiles, wide_tiles = pixels % tiles;
+  int64_t p = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t width = narrow + (t < wide_tiles ? 1 : 0);
+    const uint16_t* d = dy + p * dy_stride;
+    uint16_t* o = dx + p * dx_stride;
+    p += width;
+    switch (width) {
+#define TCB_TILE(n)                                                                             \
+  case n:                                                                                       \
+    if constexpr (n <= R) DirectInputTileBf16<n, V>(d, dy_stride, taps, ntaps, cout, o, dx_stride); \
+    break;
+      TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
+      TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13) TCB_TILE(14)
+#undef TCB_TILE
+      default: break;
+    }
+  }
+}
+
 // Channel blocks of 4, 2 or 1 vectors of input channels; the tile height keeps R*V
 // accumulators plus V filter vectors within the 32 zmm registers.
 constexpr int kDirectTileRows[5] = {0, 14, 12, 0, 6};
 
+// T is float, double or uint16_t (bfloat16 bits, tiles of float accumulators).
+template <typename T>
+constexpr int DirectLanes() {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    return 16;
+  } else {
+    return Zmm<T>::kLanes;
+  }
+}
+
+// A filter value times zero: zero for finite values, NaN for inf and NaN.
+template <typename T>
+inline float TimesZero(T v) {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    const uint32_t bits = uint32_t{v} << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f * 0.0f;
+  } else {
+    return static_cast<float>(v * T(0));
+  }
+}
+
 template <typename T>
 bool DirectInputGradApplies(const ConvGeometry& g) {
-  return g.stride_rows == 1 && g.stride_cols == 1 && g.in_depth % Zmm<T>::kLanes == 0 && g.out_depth >= 1;
+  return g.stride_rows == 1 && g.stride_cols == 1 && g.in_depth % DirectLanes<T>() == 0 && g.out_depth >= 1;
 }
 
 template <typename T, int V>
 bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
                          const T* dy, T* dx) {
-  constexpr int kLanes = Zmm<T>::kLanes;
+  constexpr bool kPairs = std::is_same_v<T, uint16_t>;  // bfloat16: channel pairs
+  constexpr int kLanes = DirectLanes<T>();
   constexpr int R = kDirectTileRows[V];
   constexpr int64_t kBlock = kLanes * V;
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t kh_n = g.filter_rows, kw_n = g.filter_cols, taps = kh_n * kw_n;
   const int64_t blocks = cin / kBlock;
 
-  // Filter packed as [block][kh][kw][co][kBlock]. The tiles multiply padding
-  // zeros into the filter, exact only for finite weights (0 * inf = NaN where TF
-  // has no term), so the packing also checks them (w * 0 is NaN for inf and NaN).
+  // Filter packed as [block][kh][kw][co][kBlock] (bfloat16: [co/2][kBlock][2]).
+  // The tiles multiply padding zeros into the filter, exact only for finite
+  // weights (0 * inf = NaN where TF has no term), so the packing also checks them.
   ScratchVector<T> packed(taps * cin * cout);
   std::vector<char> finite(blocks * taps);
   ctx.For(blocks * taps, cin * cout / blocks, [&](int64_t begin, int64_t end) {
@@ -163,14 +262,15 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const int64_t b = u / taps, t = u % taps;
       T* dst = packed.data() + u * cout * kBlock;
       const T* src = filter + (t * cin + b * kBlock) * cout;
-      T probe = 0;
+      float probe = 0;
       for (int64_t j = 0; j < kBlock; ++j) {
         for (int64_t co = 0; co < cout; ++co) {
-          dst[co * kBlock + j] = src[j * cout + co];
-          probe += src[j * cout + co] * T(0);
+          const int64_t at = kPairs ? ((co / 2) * kBlock + j) * 2 + co % 2 : co * kBlock + j;
+          dst[at] = src[j * cout + co];
+          probe += TimesZero(src[j * cout + co]);
         }
       }
-      finite[u] = probe == T(0);
+      finite[u] = probe == 0.0f;
     }
   });
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
@@ -198,6 +298,14 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                          g.out_cols == g.in_cols;
   const int64_t dy_image = g.out_rows * g.out_cols * cout;
   const int64_t dx_image = g.in_rows * g.in_cols * cin;
+  auto RunRow = [&](const T* row_dy, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
+                    int64_t pixels) {
+    if constexpr (kPairs) {
+      DirectInputRowBf16<R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, cin, pixels);
+    } else {
+      DirectInputRow<T, R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, cin, pixels);
+    }
+  };
   // Units are (channel block, image, band), block outermost: a thread's run of
   // consecutive units reuses one block of the packed filter from L2 (deep
   // layers have a filter far larger than L2 and few pixels per image).
@@ -231,9 +339,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       }
       if (pointwise) {  // the band's pixels are one contiguous row in dy and dx
         const DirectTap<T> tap{0, w_block};
-        DirectInputRow<T, R, V>(dy_n + ih0 * g.in_cols * cout, cout, &tap, 1, cout,
-                             dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin,
-                             (ih1 - ih0) * g.in_cols);
+        RunRow(dy_n + ih0 * g.in_cols * cout, &tap, 1,
+               dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, (ih1 - ih0) * g.in_cols);
         continue;
       }
       for (int64_t ih = ih0; ih < ih1; ++ih) {
@@ -254,7 +361,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
         if (ntaps == 0) {
           for (int64_t iw = 0; iw < g.in_cols; ++iw) std::fill_n(dx_block + iw * cin, kBlock, T(0));
         } else {
-          DirectInputRow<T, R, V>(src, cout, tap_ptr, ntaps, cout, dx_block, cin, g.in_cols);
+          RunRow(src, tap_ptr, ntaps, dx_block, g.in_cols);
         }
       }
     }
@@ -272,6 +379,17 @@ bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const T* filt
   if (g.in_depth % (4 * kLanes) == 0) return DirectInputGradImpl<T, 4>(ctx, g, filter, dy, dx);
   if (g.in_depth % (2 * kLanes) == 0) return DirectInputGradImpl<T, 2>(ctx, g, filter, dy, dx);
   return DirectInputGradImpl<T, 1>(ctx, g, filter, dy, dx);
+}
+
+// bfloat16 (as its bits): the same kernel with vdpbf16ps tiles, where the CPU
+// has AVX512_BF16 and Cout is even; false leaves dx untouched.
+bool DirectInputGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* filter,
+                         const uint16_t* dy, uint16_t* dx) {
+  static const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+  if (!has_bf16 || g.out_depth % 2 != 0 || !DirectInputGradApplies<uint16_t>(g)) return false;
+  if (g.in_depth % 64 == 0) return DirectInputGradImpl<uint16_t, 4>(ctx, g, filter, dy, dx);
+  if (g.in_depth % 32 == 0) return DirectInputGradImpl<uint16_t, 2>(ctx, g, filter, dy, dx);
+  return DirectInputGradImpl<uint16_t, 1>(ctx, g, filter, dy, dx);
 }
 
 // ---- Filter gradient ------------------------------------------------------------

@@ -140,6 +140,17 @@ bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo,
   return baseline::DepthwiseBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
 }
 
+bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
+                                 const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
+                                 Eigen::bfloat16* in_backprop) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return avx512::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
+    case Isa::kAvx2: return avx2::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
+    case Isa::kBaseline: break;
+  }
+  return baseline::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
+}
+
 template <typename From, typename To>
 void ConvertElements(const From* src, To* dst, int64_t count) {
   switch (ActiveIsa()) {

@@ -269,6 +269,17 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
 template <typename T>
 Status Conv2DBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                               const T* out_backprop, T* in_backprop) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // Native bfloat16 kernel first (no conversion passes) where the CPU has one.
+    if (geo.data_format == DataFormat::kNHWC && geo.input_elements > 0 && geo.filter_elements > 0 &&
+        geo.out_backprop_elements > 0) {
+      bool done = false;
+      const Status status = Guarded([&] {
+        done = cpu::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
+      });
+      if (!status.ok() || done) return status;
+    }
+  }
   return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::Conv2DBackpropInputNhwc<AccType<T>>);
 }
 

@@ -22,6 +22,10 @@
 #include "tf_ops/core/cpu_engine.h"
 #include "tf_ops/core/geometry.h"
 
+namespace Eigen {
+struct bfloat16;
+}  // namespace Eigen
+
 namespace tf_conv_backprop {
 namespace cpu {
 
@@ -75,6 +79,9 @@ Isa SetActiveIsa(Isa isa);
   template <typename A>                                                                             \
   bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,  \
                                    const A* out_backprop, A* filter_backprop);                      \
+  bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,                  \
+                                   const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop, \
+                                   Eigen::bfloat16* in_backprop);                                   \
   template <typename From, typename To>                                                             \
   void ConvertElements(const From* src, To* dst, int64_t count);                                    \
   template <typename From, typename To>                                                             \

@@ -56,6 +56,14 @@ inline bool DepthwiseNchwPlanarWins(const ConvGeometry& g) {
   return g.depth_multiplier > 1 || (g.stride_rows == 1 && g.stride_cols == 1 && g.out_cols >= 48);
 }
 
+// The conv2d input gradient on bfloat16 NHWC tensors without converting them
+// to float (AVX512_BF16 dot products, float accumulation, one rounding to
+// bfloat16 at the end). Returns false, writing nothing, where it does not apply
+// (CPU without AVX512_BF16, odd Cout, stride > 1, non-finite filter, ...).
+bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
+                                 const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
+                                 Eigen::bfloat16* in_backprop);
+
 // Layout helpers of the engine front end (serial; the caller splits the work).
 // From -> To is one of half/bfloat16 -> float, float -> half/bfloat16 (round to
 // nearest even, as Eigen's conversions), float -> float, double -> double.

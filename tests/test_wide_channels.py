@@ -1,0 +1,74 @@
+"""Channel counts in whole SIMD vectors (16, 32, 64) and wide rows: the shapes that
+take the AVX-512 direct conv2d kernels (float, double, and the bfloat16 input gradient
+where the CPU has AVX512_BF16) and the planar NCHW depthwise kernels. test_parity's
+small random shapes do not reach them. Checked against the reference and TF."""
+import itertools
+import random
+
+import pytest
+import tensorflow as tf
+
+from cases import (DTYPES, FORMATS, PADDINGS, Case, make_arrays, rel_error, run_ours,
+                   run_reference, run_tf, tf_is_trusted, within)
+from tf_conv_backprop._ops import OPS
+
+TF_REJECTS = (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, tf.errors.AbortedError)
+SEEDS = (0, 1)
+
+
+def wide_case(op, dtype, data_format, padding, seed):
+    rng = random.Random(f"{op}-{dtype}-{data_format}-{padding}-{seed}")
+    depthwise = op.startswith("depthwise")
+    while True:
+        strides = rng.choice([(1, 1), (1, 1), (2, 2)])
+        dilations = rng.choice([(1, 1), (2, 2)]) if strides == (1, 1) else (1, 1)
+        case = Case(
+            op=op, dtype=dtype, data_format=data_format, padding=padding,
+            batch=rng.randint(1, 2), in_rows=rng.randint(3, 9),
+            # depthwise: rows of >= 48 columns take the planar NCHW kernels
+            in_cols=rng.choice([rng.randint(3, 10), rng.randint(48, 56)]) if depthwise
+            else rng.randint(3, 10),
+            in_depth=rng.choice([16, 32]) if depthwise else rng.choice([16, 32, 64]),
+            filter_rows=rng.choice([1, 3]), filter_cols=rng.choice([1, 3]),
+            out_channels=rng.choice([1, 2]) if depthwise else rng.choice([16, 32, 48, 64]),
+            strides=strides, dilations=dilations,
+            pads=tuple(rng.randint(0, 2) for _ in range(4)) if padding == "EXPLICIT" else (0, 0, 0, 0),
+            seed=seed)
+        try:
+            if min(case.out_size()) >= 1:
+                return case
+        except ValueError:  # the dilated filter does not fit
+            pass
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", [op.key for op in OPS])
+def test_wide_channels(op, dtype, data_format, padding, seed):
+    case = wide_case(op, dtype, data_format, padding, seed)
+    arrays = make_arrays(case)
+    ours = run_ours(case, arrays)
+    err = rel_error(ours, run_reference(case, arrays))
+    assert within(err, dtype), f"{case}: relative error vs reference {err}"
+    if not tf_is_trusted(case):
+        return
+    try:
+        theirs = run_tf(case, arrays)
+    except TF_REJECTS:
+        return
+    err_tf = rel_error(ours, theirs)
+    assert within(err_tf, dtype, factor=2), f"{case}: relative difference vs TF {err_tf}"
+
+
+def test_cases_reach_the_wide_kernels():
+    """The sampler really produces the shapes this file is for."""
+    cases = [wide_case(op, "float32", fmt, pad, seed)
+             for op, fmt, pad, seed in itertools.product([o.key for o in OPS], FORMATS, PADDINGS, SEEDS)]
+    conv = [c for c in cases if not c.spec.depthwise]
+    assert all(c.in_depth % 16 == 0 and c.out_channels % 16 == 0 for c in conv)
+    assert any(c.strides == (1, 1) for c in conv)
+    planar = [c for c in cases if c.spec.depthwise and c.data_format == "NCHW"
+              and (c.out_channels > 1 or (c.strides == (1, 1) and c.out_size()[1] >= 48))]
+    assert planar
