@@ -103,13 +103,14 @@ ConvGeometry RandomGeometry(int i, std::mt19937_64& rng) {
                         pick(1, 5), pick(1, 3), pick(1, 3), pick(1, 3), pick(1, 3), pick(2, 4),
                         pick(2, 4), pick(2, 4), pick(2, 4), &g);
     } else if (i % 10 == 5) {
-      // Input channels in whole 16-lane vectors, stride 1: the AVX-512 direct
-      // input-gradient kernel (every tile width, padded and unpadded columns).
+      // Input channels in whole 16-lane vectors: the AVX-512 direct input-gradient
+      // kernel (every tile width, padded and unpadded columns, strides 1-3).
       const int64_t cin = 16 * pick(1, 4) * (pick(0, 3) == 0 ? 2 : 1);
       const int64_t cout = pick(0, 1) ? 16 * pick(1, 3) : pick(1, 24);
+      const int64_t stride = pick(0, 2) == 0 ? pick(2, 3) : 1;  // column classes
       ok = MakeGeometry(pick(1, 3), pick(1, 18), pick(1, 18), cin, cout, pick(1, 4),
-                        pick(1, 4), 1, 1, pick(1, 3), pick(1, 3), pick(0, 3), pick(0, 3),
-                        pick(0, 3), pick(0, 3), &g);
+                        pick(1, 4), stride, pick(1, stride), pick(1, 3), pick(1, 3), pick(0, 3),
+                        pick(0, 3), pick(0, 3), pick(0, 3), &g);
     } else if (i % 10 == 6) {
       // Output channels in whole vectors, any stride: the AVX-512 direct
       // filter-gradient kernel (every tile height, clipped pixel runs).

@@ -1,13 +1,17 @@
 // Direct (no col buffer) AVX-512 kernels for the conv2d gradients, float and
-// double, NHWC: the input gradient for stride 1 (input channels in whole
-// vectors), the filter gradient for any stride (output channels in whole
-// vectors). Included by conv2d_backprop_cpu.cc in its AVX-512 variant only;
+// double, NHWC: the input gradient (input channels in whole vectors; also
+// bfloat16 with AVX512_BF16) and the filter gradient (output channels in whole
+// vectors), any stride and dilation. Included by conv2d_backprop_cpu.cc in its AVX-512 variant only;
 // other shapes and ISAs run the Eigen GEMM kernels there.
 //
 // With stride 1, dx is a convolution of dy with the filter's taps mirrored:
 //   dx[n, ih, iw, ci] = sum over (kh, kw, co) of
 //       dy[n, ih + pad_top - kh*dh, iw + pad_left - kw*dw, co] * w[kh, kw, ci, co]
-// (dy taken as zero outside the image). A register tile of R dx pixels x V
+// (dy taken as zero outside the image). With strides, only the taps for which
+// ih + pad_top - kh*dh and iw + pad_left - kw*dw divide by the stride count
+// (the quotient is the dy row / column): per dx row a list of row taps, and
+// per column class rho (dx columns rho + s*j) a list of column taps with dy
+// column j + offset, so a class is again a stride-1 row of tiles. A register tile of R dx pixels x V
 // vectors of input channels sums over every tap and output channel before it
 // is stored once: per output channel it loads V filter vectors and broadcasts R
 // dy values, R*V FMAs. Eigen's GEMM + col2im writes and re-reads a col buffer
@@ -213,6 +217,9 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
 // accumulators plus V filter vectors within the 32 zmm registers.
 constexpr int kDirectTileRows[5] = {0, 14, 12, 0, 6};
 
+// floor(a / b) for b > 0 and any sign of a.
+inline int64_t DirectFloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 // T is float, double or uint16_t (bfloat16 bits, tiles of float accumulators).
 template <typename T>
 constexpr int DirectLanes() {
@@ -238,7 +245,7 @@ inline float TimesZero(T v) {
 
 template <typename T>
 bool DirectInputGradApplies(const ConvGeometry& g) {
-  return g.stride_rows == 1 && g.stride_cols == 1 && g.in_depth % DirectLanes<T>() == 0 && g.out_depth >= 1;
+  return g.in_depth % DirectLanes<T>() == 0 && g.out_depth >= 1;
 }
 
 template <typename T, int V>
@@ -275,10 +282,12 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   });
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
 
-  // Columns of dy a tap can read: ow = iw + pad_left - kw*dw for iw < W. When
-  // some fall outside [0, OW), the rows are copied into a padded band.
-  const int64_t col_lo = g.pad_left - (kw_n - 1) * g.dilation_cols;
-  const int64_t col_hi = g.in_cols - 1 + g.pad_left;  // inclusive
+  // Columns of dy a tap can read: ow = (iw + pad_left - kw*dw) / sw where that
+  // divides, for iw < W. When some fall outside [0, OW), the rows are copied
+  // into a padded band.
+  const int64_t sh = g.stride_rows, sw = g.stride_cols;
+  const int64_t col_lo = DirectFloorDiv(g.pad_left - (kw_n - 1) * g.dilation_cols, sw);
+  const int64_t col_hi = (g.in_cols - 1 + g.pad_left) / sw;  // inclusive
   const bool pad_cols = col_lo < 0 || col_hi >= g.out_cols;
   const int64_t left = std::max<int64_t>(0, -col_lo);
   const int64_t padded_cols = left + std::max(g.out_cols, col_hi + 1);
@@ -298,12 +307,13 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                          g.out_cols == g.in_cols;
   const int64_t dy_image = g.out_rows * g.out_cols * cout;
   const int64_t dx_image = g.in_rows * g.in_cols * cin;
+  // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels.
   auto RunRow = [&](const T* row_dy, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
-                    int64_t pixels) {
+                    int64_t dx_stride, int64_t pixels) {
     if constexpr (kPairs) {
-      DirectInputRowBf16<R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, cin, pixels);
+      DirectInputRowBf16<R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, dx_stride, pixels);
     } else {
-      DirectInputRow<T, R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, cin, pixels);
+      DirectInputRow<T, R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, dx_stride, pixels);
     }
   };
   // Units are (channel block, image, band), block outermost: a thread's run of
@@ -321,9 +331,9 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const int64_t n = (u % units_per_block) / bands, ih0 = (u % bands) * band;
       const T* w_block = packed.data() + b * taps * cout * kBlock;
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
-      // dy rows this band reads: oh = ih + pad_top - kh*dh, clipped to the image.
-      const int64_t oh_lo = std::max<int64_t>(0, ih0 + g.pad_top - reach);
-      const int64_t oh_hi = std::min(g.out_rows - 1, ih1 - 1 + g.pad_top);
+      // dy rows this band reads: oh = (ih + pad_top - kh*dh) / sh, clipped to the image.
+      const int64_t oh_lo = std::max<int64_t>(0, -DirectFloorDiv(-(ih0 + g.pad_top - reach), sh));
+      const int64_t oh_hi = std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh);
       const T* dy_n = dy + n * dy_image;
       const T* src = dy_n;  // dy row oh starts at src + (oh - src_row0) * src_row
       int64_t src_row0 = 0, src_cols = g.out_cols, src_left = 0;
@@ -340,28 +350,35 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       if (pointwise) {  // the band's pixels are one contiguous row in dy and dx
         const DirectTap<T> tap{0, w_block};
         RunRow(dy_n + ih0 * g.in_cols * cout, &tap, 1,
-               dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, (ih1 - ih0) * g.in_cols);
+               dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin, (ih1 - ih0) * g.in_cols);
         continue;
       }
       for (int64_t ih = ih0; ih < ih1; ++ih) {
-        T* dx_row = dx + n * dx_image + ih * g.in_cols * cin;
-        int ntaps = 0;
-        for (int64_t kh = 0; kh < kh_n; ++kh) {
-          const int64_t oh = ih + g.pad_top - kh * g.dilation_rows;
-          if (oh < 0 || oh >= g.out_rows) continue;
-          for (int64_t kw = 0; kw < kw_n; ++kw) {
-            // dy column read by dx column 0 for this tap, in the source rows.
-            const int64_t col = g.pad_left - kw * g.dilation_cols + src_left;
-            tap_ptr[ntaps].dy_offset = ((oh - src_row0) * src_cols + col) * cout;
-            tap_ptr[ntaps].w = w_block + (kh * kw_n + kw) * cout * kBlock;
-            ++ntaps;
+        T* dx_block = dx + n * dx_image + ih * g.in_cols * cin + b * kBlock;
+        // Column class rho: dx columns rho + sw*j read dy columns j + offset(kw)
+        // for the taps whose offset divides (every tap when sw == 1).
+        for (int64_t rho = 0; rho < sw && rho < g.in_cols; ++rho) {
+          int ntaps = 0;
+          for (int64_t kh = 0; kh < kh_n; ++kh) {
+            const int64_t t = ih + g.pad_top - kh * g.dilation_rows;
+            if (t < 0 || t % sh != 0 || t / sh >= g.out_rows) continue;
+            const int64_t oh = t / sh;
+            for (int64_t kw = 0; kw < kw_n; ++kw) {
+              const int64_t q = rho + g.pad_left - kw * g.dilation_cols;
+              if (DirectFloorDiv(q, sw) * sw != q) continue;
+              // dy column read by the class's first dx column, in the source rows.
+              const int64_t col = q / sw + src_left;
+              tap_ptr[ntaps].dy_offset = ((oh - src_row0) * src_cols + col) * cout;
+              tap_ptr[ntaps].w = w_block + (kh * kw_n + kw) * cout * kBlock;
+              ++ntaps;
+            }
           }
-        }
-        T* dx_block = dx_row + b * kBlock;
-        if (ntaps == 0) {
-          for (int64_t iw = 0; iw < g.in_cols; ++iw) std::fill_n(dx_block + iw * cin, kBlock, T(0));
-        } else {
-          RunRow(src, tap_ptr, ntaps, dx_block, g.in_cols);
+          const int64_t count = (g.in_cols - rho + sw - 1) / sw;
+          if (ntaps == 0) {
+            for (int64_t j = 0; j < count; ++j) std::fill_n(dx_block + (rho + j * sw) * cin, kBlock, T(0));
+          } else {
+            RunRow(src, tap_ptr, ntaps, dx_block + rho * cin, sw * cin, count);
+          }
         }
       }
     }
