@@ -299,6 +299,33 @@ void CheckBf16(const ConvGeometry& g, uint64_t seed, Tally* tally) {
               (unsigned long long)seed, err, same ? "" : " not bitwise reproducible", Describe(g).c_str());
 }
 
+// The native bfloat16 filter gradient, the same way.
+void CheckBf16Filter(const ConvGeometry& g, uint64_t seed, Tally* tally) {
+  using Bf16 = Eigen::bfloat16;
+  std::mt19937_64 rng(seed ^ 0xbf17);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<Bf16> x(g.input_elements), dy(g.out_backprop_elements);
+  for (Bf16& e : x) e = Bf16(uniform(rng));
+  for (Bf16& e : dy) e = Bf16(uniform(rng));
+  std::vector<double> x64(x.begin(), x.end()), dy64(dy.begin(), dy.end());
+  const std::vector<double> ref = naive::Gradient(g, false, x64.data(), dy64.data());
+  std::vector<Bf16> out1(g.filter_elements, Bf16(std::numeric_limits<float>::quiet_NaN()));
+  std::vector<Bf16> out2 = out1;
+  if (!cpu::Conv2DBackpropFilterBf16Nhwc(MakeContext(2, false), g, x.data(), dy.data(), out1.data())) {
+    return;
+  }
+  const bool applied = cpu::Conv2DBackpropFilterBf16Nhwc(MakeContext(3, true), g, x.data(), dy.data(), out2.data());
+  const double err = RelativeError(std::vector<double>(out1.begin(), out1.end()), ref);
+  const bool same = applied && std::memcmp(out1.data(), out2.data(), out1.size() * sizeof(Bf16)) == 0;
+  if (err <= 1e-2 && same) {
+    ++tally->passed;
+    return;
+  }
+  ++tally->failed;
+  std::printf("FAIL Conv2DBackpropFilterBf16Nhwc seed=%llu rel_err=%.3g%s\n  %s\n",
+              (unsigned long long)seed, err, same ? "" : " not bitwise reproducible", Describe(g).c_str());
+}
+
 // A filter with one infinite tap: every dx element must be what summing only
 // the taps that exist gives (TF's result), so no kernel may multiply padding
 // zeros into the filter (0 * inf = NaN at the border).
@@ -351,6 +378,7 @@ int main(int argc, char** argv) {
       CheckConfig<float>(g, seed, &tally);
       CheckConfig<double>(g, seed, &tally);
       CheckBf16(g, seed, &tally);
+      CheckBf16Filter(g, seed, &tally);
     }
     CheckNonFiniteFilter<float>(&tally);
     CheckNonFiniteFilter<double>(&tally);

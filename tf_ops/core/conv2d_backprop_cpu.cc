@@ -409,6 +409,22 @@ bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
 #endif
 }
 
+bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
+                                  const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
+                                  Eigen::bfloat16* filter_backprop) {
+#if defined(__AVX512F__)
+  ScratchVector<float> dw(geo.filter_elements);
+  if (!DirectFilterGradBf16(ctx, geo, reinterpret_cast<const uint16_t*>(input),
+                            reinterpret_cast<const uint16_t*>(out_backprop), dw.data())) {
+    return false;
+  }
+  ConvertElements(dw.data(), filter_backprop, geo.filter_elements);
+  return true;
+#else
+  return false;
+#endif
+}
+
 template void Conv2DBackpropInputNhwc<float>(const CpuContext&, const ConvGeometry&, const float*,
                                              const float*, float*);
 template void Conv2DBackpropInputNhwc<double>(const CpuContext&, const ConvGeometry&,

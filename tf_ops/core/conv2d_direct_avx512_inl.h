@@ -433,8 +433,29 @@ struct FilterSegment {
   int64_t count;
 };
 
-template <typename T, int R, int V>
-inline void DirectFilterTile(const FilterSegment<T>* segs, int nsegs, int64_t x_stride,
+// Vectors and broadcasts of T from In data: In == T, or bfloat16 bits (uint16_t)
+// widened to float in registers (exact), so bfloat16 needs no conversion pass.
+template <typename T, typename In>
+inline typename Zmm<T>::Vec LoadAs(const In* p) {
+  if constexpr (std::is_same_v<In, T>) {
+    return Zmm<T>::Load(p);
+  } else {
+    static_assert(std::is_same_v<T, float> && std::is_same_v<In, uint16_t>, "bfloat16 -> float");
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+}
+template <typename T, typename In>
+inline typename Zmm<T>::Vec BroadcastAs(In v) {
+  if constexpr (std::is_same_v<In, T>) {
+    return Zmm<T>::Broadcast(v);
+  } else {
+    return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(uint32_t{v} << 16)));
+  }
+}
+
+template <typename T, typename In, int R, int V>
+inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x_stride,
                              int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
   constexpr int kLanes = Zmm<T>::kLanes;
   typename Zmm<T>::Vec acc[R][V];
@@ -446,15 +467,15 @@ inline void DirectFilterTile(const FilterSegment<T>* segs, int nsegs, int64_t x_
     }
   }
   for (int s = 0; s < nsegs; ++s) {
-    const T* x = segs[s].x;
-    const T* d = segs[s].dy;
+    const In* x = segs[s].x;
+    const In* d = segs[s].dy;
     for (int64_t i = 0; i < segs[s].count; ++i, x += x_stride, d += dy_stride) {
       typename Zmm<T>::Vec dv[V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) dv[v] = Zmm<T>::Load(d + kLanes * v);
+      for (int v = 0; v < V; ++v) dv[v] = LoadAs<T>(d + kLanes * v);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const typename Zmm<T>::Vec b = Zmm<T>::Broadcast(x[r]);
+        const typename Zmm<T>::Vec b = BroadcastAs<T>(x[r]);
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Fma(b, dv[v], acc[r][v]);
       }
@@ -470,14 +491,14 @@ inline void DirectFilterTile(const FilterSegment<T>* segs, int nsegs, int64_t x_
 // Tile heights R (input channels) for V output-channel vectors, as above.
 constexpr int kFilterTileRows[5] = {0, 14, 12, 0, 6};
 
-template <typename T, int V>
-void DirectFilterTileAnyRows(int rows, const FilterSegment<T>* segs, int nsegs, int64_t x_stride,
+template <typename T, typename In, int V>
+void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs, int64_t x_stride,
                              int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
   constexpr int R = kFilterTileRows[V];
   switch (rows) {
 #define TCB_TILE(n)                                                                         \
   case n:                                                                                   \
-    if constexpr (n <= R) DirectFilterTile<T, n, V>(segs, nsegs, x_stride, dy_stride, first, dw, dw_stride); \
+    if constexpr (n <= R) DirectFilterTile<T, In, n, V>(segs, nsegs, x_stride, dy_stride, first, dw, dw_stride); \
     break;
     TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
     TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13) TCB_TILE(14)
@@ -491,9 +512,9 @@ void DirectFilterTileAnyRows(int rows, const FilterSegment<T>* segs, int nsegs, 
 constexpr int64_t kDirectFilterBlockBytes = int64_t{384} << 10;
 constexpr int64_t kMaxBlockRows = 64;
 
-template <typename T, int V>
-void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* x,
-                          const T* dy, T* dw) {
+template <typename T, int V, typename In = T>
+void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In* x,
+                          const In* dy, T* dw) {
   constexpr int kLanes = Zmm<T>::kLanes;
   constexpr int R = kFilterTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth;
@@ -503,13 +524,13 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T*
   const int64_t co_blocks = cout / (kLanes * V);
   const int64_t rows_total = g.batch * g.out_rows;  // dy rows of the whole batch
   const int64_t row_bytes =
-      (g.out_cols * cout + g.in_cols * cin) * static_cast<int64_t>(sizeof(T));
+      (g.out_cols * cout + g.in_cols * cin) * static_cast<int64_t>(sizeof(In));
   const int64_t block_rows =
       std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / row_bytes));
   const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
   const int64_t flops_per_unit = rows_total * g.out_cols * R * cout;
   ctx.For(shards, flops_per_unit * units / shards, [&](int64_t begin, int64_t end) {
-    FilterSegment<T> segs[kMaxBlockRows];
+    FilterSegment<In> segs[kMaxBlockRows];
     for (int64_t s = begin; s < end; ++s) {
       const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
       for (int64_t r0 = 0; r0 < rows_total; r0 += block_rows) {
@@ -534,7 +555,7 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T*
                 const int64_t n = row / g.out_rows, oh = row % g.out_rows;
                 const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
                 if (ih < 0 || ih >= g.in_rows) continue;
-                segs[nsegs++] = FilterSegment<T>{
+                segs[nsegs++] = FilterSegment<In>{
                     x + ((n * g.in_rows + ih) * g.in_cols + ow_lo * g.stride_cols + col0) * cin,
                     dy + (row * g.out_cols + ow_lo) * cout, ow_hi - ow_lo + 1};
               }
@@ -543,11 +564,11 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T*
           T* dw_tile = dw + (t * cin + ci0) * cout;
           const bool first = r0 == 0;
           for (int64_t b = 0; b < co_blocks; ++b) {
-            FilterSegment<T> shifted[kMaxBlockRows];
+            FilterSegment<In> shifted[kMaxBlockRows];
             for (int i = 0; i < nsegs; ++i) {
-              shifted[i] = FilterSegment<T>{segs[i].x + ci0, segs[i].dy + b * kLanes * V, segs[i].count};
+              shifted[i] = FilterSegment<In>{segs[i].x + ci0, segs[i].dy + b * kLanes * V, segs[i].count};
             }
-            DirectFilterTileAnyRows<T, V>(rows, shifted, nsegs, g.stride_cols * cin, cout, first,
+            DirectFilterTileAnyRows<T, In, V>(rows, shifted, nsegs, g.stride_cols * cin, cout, first,
                                        dw_tile + b * kLanes * V, cout);
           }
         }
@@ -569,6 +590,21 @@ bool DirectFilterGrad(const CpuContext& ctx, const ConvGeometry& g, const T* x, 
     DirectFilterGradImpl<T, 2>(ctx, g, x, dy, dw);
   } else {
     DirectFilterGradImpl<T, 1>(ctx, g, x, dy, dw);
+  }
+  return true;
+}
+
+// bfloat16 x and dy (as their bits), float dW: the same tiles widening the
+// inputs in registers. Any AVX-512 CPU; Cout in whole vectors.
+bool DirectFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
+                          const uint16_t* dy, float* dw) {
+  if (g.out_depth % 16 != 0) return false;
+  if (g.out_depth % 64 == 0) {
+    DirectFilterGradImpl<float, 4>(ctx, g, x, dy, dw);
+  } else if (g.out_depth % 32 == 0) {
+    DirectFilterGradImpl<float, 2>(ctx, g, x, dy, dw);
+  } else {
+    DirectFilterGradImpl<float, 1>(ctx, g, x, dy, dw);
   }
   return true;
 }

@@ -151,6 +151,17 @@ bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
   return baseline::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
 }
 
+bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
+                                  const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
+                                  Eigen::bfloat16* filter_backprop) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return avx512::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
+    case Isa::kAvx2: return avx2::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
+    case Isa::kBaseline: break;
+  }
+  return baseline::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
+}
+
 template <typename From, typename To>
 void ConvertElements(const From* src, To* dst, int64_t count) {
   switch (ActiveIsa()) {

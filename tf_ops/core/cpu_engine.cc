@@ -286,6 +286,17 @@ Status Conv2DBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, co
 template <typename T>
 Status Conv2DBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
                                const T* out_backprop, T* filter_backprop) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // Native bfloat16 kernel first (no conversion passes) where the CPU has one.
+    if (geo.data_format == DataFormat::kNHWC && geo.input_elements > 0 && geo.filter_elements > 0 &&
+        geo.out_backprop_elements > 0) {
+      bool done = false;
+      const Status status = Guarded([&] {
+        done = cpu::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
+      });
+      if (!status.ok() || done) return status;
+    }
+  }
   return FilterGradient(ctx, geo, input, out_backprop, filter_backprop, cpu::Conv2DBackpropFilterNhwc<AccType<T>>);
 }
 

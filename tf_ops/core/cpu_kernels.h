@@ -63,6 +63,12 @@ inline bool DepthwiseNchwPlanarWins(const ConvGeometry& g) {
 bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
                                  const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
                                  Eigen::bfloat16* in_backprop);
+// The conv2d filter gradient on bfloat16 NHWC tensors, widened to float in
+// registers (float accumulation, one rounding at the end). False where it does
+// not apply (no AVX-512, Cout not a multiple of 16).
+bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
+                                  const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
+                                  Eigen::bfloat16* filter_backprop);
 
 // Layout helpers of the engine front end (serial; the caller splits the work).
 // From -> To is one of half/bfloat16 -> float, float -> half/bfloat16 (round to
