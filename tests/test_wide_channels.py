@@ -72,3 +72,17 @@ def test_cases_reach_the_wide_kernels():
     planar = [c for c in cases if c.spec.depthwise and c.data_format == "NCHW"
               and (c.out_channels > 1 or (c.strides == (1, 1) and c.out_size()[1] >= 48))]
     assert planar
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows,cols,cin,cout", [(13, 7, 32, 48), (8, 8, 64, 16), (14, 14, 16, 64),
+                                                (1, 3, 16, 16), (9, 11, 48, 32)])
+def test_pointwise_nchw_input(rows, cols, cin, cout, dtype):
+    """NCHW 1x1 input gradient as a GEMM per image: full pixel chunks, single vectors
+    and the last few pixels of an image."""
+    case = Case(op="conv2d_input", dtype=dtype, data_format="NCHW", padding="VALID", batch=2,
+                in_rows=rows, in_cols=cols, in_depth=cin, filter_rows=1, filter_cols=1,
+                out_channels=cout)
+    arrays = make_arrays(case)
+    err = rel_error(run_ours(case, arrays), run_reference(case, arrays))
+    assert within(err, dtype), f"{case}: relative error vs reference {err}"

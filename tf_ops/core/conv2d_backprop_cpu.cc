@@ -409,6 +409,22 @@ bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
 #endif
 }
 
+template <typename A>
+bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                             const A* out_backprop, A* in_backprop) {
+#if defined(__AVX512F__)
+  if (!PointwiseInputNchwApplies(geo)) return false;
+  PointwiseInputNchw(ctx, geo, filter, out_backprop, in_backprop);
+  return true;
+#else
+  return false;
+#endif
+}
+template bool Conv2DBackpropInputNchw<float>(const CpuContext&, const ConvGeometry&, const float*,
+                                             const float*, float*);
+template bool Conv2DBackpropInputNchw<double>(const CpuContext&, const ConvGeometry&,
+                                              const double*, const double*, double*);
+
 bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
                                   const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
                                   Eigen::bfloat16* filter_backprop) {

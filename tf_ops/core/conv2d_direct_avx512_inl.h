@@ -594,6 +594,78 @@ bool DirectFilterGrad(const CpuContext& ctx, const ConvGeometry& g, const T* x, 
   return true;
 }
 
+// ---- NCHW 1x1 input gradient ------------------------------------------------------
+// With a 1x1 filter, stride 1 and no padding, each NCHW image's dx is one GEMM,
+//   dx[n][ci][p] = sum over co of w[ci][co] * dy[n][co][p],
+// with pixels contiguous in both: the filter-gradient tile computes it with the
+// roles swapped (R input channels broadcast from the transposed filter, V
+// vectors of pixels), so NCHW needs no transposes here.
+bool PointwiseInputNchwApplies(const ConvGeometry& g) {
+  return g.data_format == DataFormat::kNCHW && g.filter_rows == 1 && g.filter_cols == 1 &&
+         g.stride_rows == 1 && g.stride_cols == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+         g.out_rows == g.in_rows && g.out_cols == g.in_cols;
+}
+
+template <typename T>
+void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy,
+                        T* dx) {
+  constexpr int kLanes = Zmm<T>::kLanes;
+  constexpr int V = 4, R = kFilterTileRows[V], R1 = kFilterTileRows[1];
+  constexpr int64_t kChunk = kLanes * V;
+  const int64_t cin = g.in_depth, cout = g.out_depth, hw = g.in_rows * g.in_cols;
+  ScratchVector<T> wt(cout * cin);  // [co][ci]
+  for (int64_t ci = 0; ci < cin; ++ci) {
+    for (int64_t co = 0; co < cout; ++co) wt[co * cin + ci] = filter[ci * cout + co];
+  }
+  // Units: runs of pixel chunks of one image; per chunk every channel tile
+  // reuses the chunk's dy (cout x kChunk) from L1/L2.
+  const int64_t chunks = (hw + kChunk - 1) / kChunk;
+  const int64_t per_unit = std::max<int64_t>(1, std::min<int64_t>(8, chunks));
+  const int64_t units_per_image = (chunks + per_unit - 1) / per_unit;
+  ctx.For(g.batch * units_per_image, per_unit * kChunk * cin * cout, [&](int64_t begin, int64_t end) {
+    ScratchVector<T> dy_tail(hw % kLanes != 0 ? cout * kLanes : 0, T(0));
+    ScratchVector<T> dx_tail(hw % kLanes != 0 ? cin * kLanes : 0);
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t n = u / units_per_image;
+      const int64_t p_begin = (u % units_per_image) * per_unit * kChunk;
+      const int64_t p_end = std::min(hw, p_begin + per_unit * kChunk);
+      const T* dy_n = dy + n * cout * hw;
+      T* dx_n = dx + n * cin * hw;
+      int64_t p = p_begin;
+      for (; p + kChunk <= p_end; p += kChunk) {
+        for (int64_t ci = 0; ci < cin; ci += R) {
+          const FilterSegment<T> seg{wt.data() + ci, dy_n + p, cout};
+          DirectFilterTileAnyRows<T, T, V>(static_cast<int>(std::min<int64_t>(R, cin - ci)), &seg, 1, cin,
+                                           hw, true, dx_n + ci * hw + p, hw);
+        }
+      }
+      for (; p + kLanes <= p_end; p += kLanes) {
+        for (int64_t ci = 0; ci < cin; ci += R1) {
+          const FilterSegment<T> seg{wt.data() + ci, dy_n + p, cout};
+          DirectFilterTileAnyRows<T, T, 1>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin,
+                                           hw, true, dx_n + ci * hw + p, hw);
+        }
+      }
+      if (p < p_end) {
+        // The image's last pixels, fewer than a vector: through zero-padded
+        // copies (lanes are independent; the padding lanes are dropped).
+        const int64_t rest = p_end - p;
+        for (int64_t co = 0; co < cout; ++co) {
+          std::copy_n(dy_n + co * hw + p, rest, dy_tail.data() + co * kLanes);
+        }
+        for (int64_t ci = 0; ci < cin; ci += R1) {
+          const FilterSegment<T> seg{wt.data() + ci, dy_tail.data(), cout};
+          DirectFilterTileAnyRows<T, T, 1>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin,
+                                           kLanes, true, dx_tail.data() + ci * kLanes, kLanes);
+        }
+        for (int64_t ci = 0; ci < cin; ++ci) {
+          std::copy_n(dx_tail.data() + ci * kLanes, rest, dx_n + ci * hw + p);
+        }
+      }
+    }
+  });
+}
+
 // bfloat16 x and dy (as their bits), float dW: the same tiles widening the
 // inputs in registers. Any AVX-512 CPU; Cout in whole vectors.
 bool DirectFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,

@@ -170,9 +170,7 @@ Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* fi
         return;
       }
       if constexpr (!std::is_same_v<NchwKernel, std::nullptr_t>) {
-        if (cpu::DepthwiseNchwPlanarWins(geo) && nchw_kernel(ctx, geo, filter, out_backprop, in_backprop)) {
-          return;
-        }
+        if (nchw_kernel(ctx, geo, filter, out_backprop, in_backprop)) return;
       }
     }
     const A* w = nullptr;
@@ -224,9 +222,7 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
         return;
       }
       if constexpr (!std::is_same_v<NchwKernel, std::nullptr_t>) {
-        if (cpu::DepthwiseNchwPlanarWins(geo) && nchw_kernel(ctx, geo, input, out_backprop, filter_backprop)) {
-          return;
-        }
+        if (nchw_kernel(ctx, geo, input, out_backprop, filter_backprop)) return;
       }
     }
     const int64_t fe = geo.filter_elements;
@@ -280,7 +276,8 @@ Status Conv2DBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, co
       if (!status.ok() || done) return status;
     }
   }
-  return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::Conv2DBackpropInputNhwc<AccType<T>>);
+  return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::Conv2DBackpropInputNhwc<AccType<T>>,
+                       cpu::Conv2DBackpropInputNchw<AccType<T>>);
 }
 
 template <typename T>
@@ -303,16 +300,22 @@ Status Conv2DBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, c
 template <typename T>
 Status DepthwiseBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                                  const T* out_backprop, T* in_backprop) {
-  return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::DepthwiseBackpropInputNhwc<AccType<T>>,
-                       cpu::DepthwiseBackpropInputNchw<AccType<T>>);
+  using A = AccType<T>;
+  auto planar = [](const CpuContext& c, const ConvGeometry& g, const A* w, const A* dy, A* dx) {
+    return cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropInputNchw<A>(c, g, w, dy, dx);
+  };
+  return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::DepthwiseBackpropInputNhwc<A>, planar);
 }
 
 template <typename T>
 Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
                                   const T* out_backprop, T* filter_backprop) {
-  return FilterGradient(ctx, geo, input, out_backprop, filter_backprop,
-                        cpu::DepthwiseBackpropFilterNhwc<AccType<T>>,
-                        cpu::DepthwiseBackpropFilterNchw<AccType<T>>);
+  using A = AccType<T>;
+  auto planar = [](const CpuContext& c, const ConvGeometry& g, const A* x, const A* dy, A* dw) {
+    return cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropFilterNchw<A>(c, g, x, dy, dw);
+  };
+  return FilterGradient(ctx, geo, input, out_backprop, filter_backprop, cpu::DepthwiseBackpropFilterNhwc<A>,
+                        planar);
 }
 
 #define TF_CONV_BACKPROP_INSTANTIATE(T)                                                              \

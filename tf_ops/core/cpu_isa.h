@@ -85,6 +85,9 @@ Isa SetActiveIsa(Isa isa);
   bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,                 \
                                     const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop, \
                                     Eigen::bfloat16* filter_backprop);                              \
+  template <typename A>                                                                             \
+  bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,     \
+                               const A* out_backprop, A* in_backprop);                              \
   template <typename From, typename To>                                                             \
   void ConvertElements(const From* src, To* dst, int64_t count);                                    \
   template <typename From, typename To>                                                             \

@@ -37,6 +37,13 @@ template <typename A>
 void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop);
 
+// The conv2d input gradient on NCHW tensors directly, where a kernel exists
+// (AVX-512, 1x1 filter, stride 1, no padding: a GEMM per image); false, writing
+// nothing, elsewhere (the front end then transposes to NHWC).
+template <typename A>
+bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                             const A* out_backprop, A* in_backprop);
+
 // The depthwise gradients on NCHW tensors directly (no transposes). They return
 // false, writing nothing, where they do not apply (a non-finite filter for the
 // input gradient; planes too large for their per-thread scratch); the front end
