@@ -337,7 +337,7 @@ int main(int argc, char** argv) {
       (CheckNchwInfiniteDy<float>(stride) ? passed : failed)++;
       (CheckNchwInfiniteDy<double>(stride) ? passed : failed)++;
     }
-    // dx over the streaming-store threshold (8 MiB), channels in whole vectors.
+    // dx over the streaming-store threshold (2 MiB), channels in whole vectors.
     {
       const tcb::ConvGeometry g = MakeGeometry(2, 131, 129, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
       (Check<float>(true, g, 2, base_seed + 17) ? passed : failed)++;
