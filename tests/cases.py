@@ -226,6 +226,15 @@ def within(err, dtype, factor=1.0):
     return err == err and err <= TOLERANCE[dtype] * factor
 
 
+def tf_result_is_garbage(theirs, reference):
+    """TF 2.21's oneDNN bfloat16 Conv2DBackpropFilter sometimes returns non-finite values
+    from finite inputs (uninitialised memory: conv2d_filter bfloat16 NHWC SAME, 6x1 input,
+    2x2 filter, strides (1, 2), dilations (2, 1) gave inf/NaN in 25 of 300 runs). Such a
+    result is no oracle; the float64 reference has already judged ours."""
+    return (not np.all(np.isfinite(np.asarray(theirs, np.float64)))
+            and np.all(np.isfinite(np.asarray(reference, np.float64))))
+
+
 def tf_is_trusted(case):
     """TF's built-in computes the wrong gradient for dilated depthwise convolutions
     (it ignores `dilations`), so it is no oracle there."""
