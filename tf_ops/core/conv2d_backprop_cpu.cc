@@ -74,7 +74,6 @@ constexpr int64_t kSplitFilterBytes = int64_t{1} << 20;
 // Such a dW block is kept near this size (L2-resident while its pixels stream).
 constexpr int64_t kFilterBlockBytes = int64_t{512} << 10;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Pixels per col tile of `width` columns.
 template <typename A>

@@ -213,12 +213,10 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
   }
 }
 
-// Channel blocks of 4, 2 or 1 vectors of input channels; the tile height keeps R*V
-// accumulators plus V filter vectors within the 32 zmm registers.
-constexpr int kDirectTileRows[5] = {0, 14, 12, 0, 6};
-
-// floor(a / b) for b > 0 and any sign of a.
-inline int64_t DirectFloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+// Tile heights R for V vectors (input grad: pixels x vectors of input channels;
+// filter grad: input channels x vectors of output channels): R*V accumulators
+// plus V loaded vectors fit the 32 zmm registers.
+constexpr int kTileRows[5] = {0, 14, 12, 0, 6};
 
 // T is float, double or uint16_t (bfloat16 bits, tiles of float accumulators).
 template <typename T>
@@ -253,7 +251,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                          const T* dy, T* dx) {
   constexpr bool kPairs = std::is_same_v<T, uint16_t>;  // bfloat16: channel pairs
   constexpr int kLanes = DirectLanes<T>();
-  constexpr int R = kDirectTileRows[V];
+  constexpr int R = kTileRows[V];
   constexpr int64_t kBlock = kLanes * V;
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t kh_n = g.filter_rows, kw_n = g.filter_cols, taps = kh_n * kw_n;
@@ -286,7 +284,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // divides, for iw < W. When some fall outside [0, OW), the rows are copied
   // into a padded band.
   const int64_t sh = g.stride_rows, sw = g.stride_cols;
-  const int64_t col_lo = DirectFloorDiv(g.pad_left - (kw_n - 1) * g.dilation_cols, sw);
+  const int64_t col_lo = FloorDiv(g.pad_left - (kw_n - 1) * g.dilation_cols, sw);
   const int64_t col_hi = (g.in_cols - 1 + g.pad_left) / sw;  // inclusive
   const bool pad_cols = col_lo < 0 || col_hi >= g.out_cols;
   const int64_t left = std::max<int64_t>(0, -col_lo);
@@ -332,7 +330,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const T* w_block = packed.data() + b * taps * cout * kBlock;
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
       // dy rows this band reads: oh = (ih + pad_top - kh*dh) / sh, clipped to the image.
-      const int64_t oh_lo = std::max<int64_t>(0, -DirectFloorDiv(-(ih0 + g.pad_top - reach), sh));
+      const int64_t oh_lo = std::max<int64_t>(0, CeilDiv(ih0 + g.pad_top - reach, sh));
       const int64_t oh_hi = std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh);
       const T* dy_n = dy + n * dy_image;
       const T* src = dy_n;  // dy row oh starts at src + (oh - src_row0) * src_row
@@ -365,7 +363,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
             const int64_t oh = t / sh;
             for (int64_t kw = 0; kw < kw_n; ++kw) {
               const int64_t q = rho + g.pad_left - kw * g.dilation_cols;
-              if (DirectFloorDiv(q, sw) * sw != q) continue;
+              if (FloorDiv(q, sw) * sw != q) continue;
               // dy column read by the class's first dx column, in the source rows.
               const int64_t col = q / sw + src_left;
               tap_ptr[ntaps].dy_offset = ((oh - src_row0) * src_cols + col) * cout;
@@ -488,13 +486,10 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
   }
 }
 
-// Tile heights R (input channels) for V output-channel vectors, as above.
-constexpr int kFilterTileRows[5] = {0, 14, 12, 0, 6};
-
 template <typename T, typename In, int V>
 void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs, int64_t x_stride,
                              int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
-  constexpr int R = kFilterTileRows[V];
+  constexpr int R = kTileRows[V];
   switch (rows) {
 #define TCB_TILE(n)                                                                         \
   case n:                                                                                   \
@@ -516,7 +511,7 @@ template <typename T, int V, typename In = T>
 void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In* x,
                           const In* dy, T* dw) {
   constexpr int kLanes = Zmm<T>::kLanes;
-  constexpr int R = kFilterTileRows[V];
+  constexpr int R = kTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t kw_n = g.filter_cols, taps = g.filter_rows * kw_n;
   const int64_t ci_tiles = (cin + R - 1) / R;
@@ -610,7 +605,7 @@ template <typename T>
 void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy,
                         T* dx) {
   constexpr int kLanes = Zmm<T>::kLanes;
-  constexpr int V = 4, R = kFilterTileRows[V], R1 = kFilterTileRows[1];
+  constexpr int V = 4, R = kTileRows[V], R1 = kTileRows[1];
   constexpr int64_t kChunk = kLanes * V;
   const int64_t cin = g.in_depth, cout = g.out_depth, hw = g.in_rows * g.in_cols;
   ScratchVector<T> wt(cout * cin);  // [co][ci]

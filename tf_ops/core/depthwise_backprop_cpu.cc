@@ -41,9 +41,6 @@ namespace cpu {
 namespace TCB_ISA {
 namespace {
 
-// ceil(a / b) for b > 0 and any sign of a (C++ division truncates toward zero).
-int64_t CeilDiv(int64_t a, int64_t b) { return a > 0 ? (a + b - 1) / b : -((-a) / b); }
-
 // The output columns [ow_begin, ow_end) whose tap kw lands inside the image,
 // and the input column iw_begin that ow_begin maps to; iw then advances by
 // stride_cols per output column.

@@ -44,7 +44,6 @@ namespace {
 // transposing path, which works in bounded chunks.
 constexpr int64_t kMaxPlaneScratchBytes = int64_t{8} << 20;
 
-int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int64_t RoundUp(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 template <typename A>

@@ -58,6 +58,11 @@ enum class Padding { kSame, kValid, kExplicit };
 struct DimIndex {
   int batch, rows, cols, depth;
 };
+// floor(a / b) and ceil(a / b) for b > 0 and any sign of a (C++ division
+// truncates toward zero), for the kernels' index arithmetic.
+inline int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+inline int64_t CeilDiv(int64_t a, int64_t b) { return a > 0 ? (a + b - 1) / b : -((-a) / b); }
+
 inline DimIndex DimsOf(DataFormat f) {
   return f == DataFormat::kNHWC ? DimIndex{0, 1, 2, 3} : DimIndex{0, 2, 3, 1};
 }
