@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstddef>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -61,7 +60,6 @@ constexpr int64_t kPixelBlock = 256;
 // Element-wise cost for the pool's shard sizing: a convert or a transpose is cheap.
 constexpr int64_t kCopyCost = 4;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // dst (NHWC, To) <- src (format order, From), d.n images.
 template <typename From, typename To>
@@ -149,14 +147,15 @@ Status Guarded(Fn fn) {
 }
 
 // dx = kernel(filter, dy): shared by the conv2d and depthwise input gradients.
-// Float NHWC goes straight to the kernel. Otherwise the batch runs in chunks of
+// `direct` runs first: a kernel for the caller's tensors as they are (dtype and
+// layout), returning false where it has none. Float NHWC goes straight to the
+// NHWC kernel. Otherwise the batch runs in chunks of
 // images: each chunk's dy is converted / transposed into a reused NHWC buffer,
 // the kernel writes the chunk's dx into a second one, which goes back to the
 // caller's layout and type. Images are independent, so chunking changes no sum.
-template <typename T, typename Kernel, typename NchwKernel = std::nullptr_t>
+template <typename T, typename Kernel, typename Direct>
 Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
-                     const T* out_backprop, T* in_backprop, Kernel kernel,
-                     NchwKernel nchw_kernel = nullptr) {
+                     const T* out_backprop, T* in_backprop, Kernel kernel, Direct direct) {
   using A = AccType<T>;
   if (geo.input_elements == 0) return OkStatus();
   if (geo.filter_elements == 0 || geo.out_backprop_elements == 0) {
@@ -164,13 +163,11 @@ Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* fi
     return OkStatus();
   }
   return Guarded([&] {
+    if (direct(ctx, geo, filter, out_backprop, in_backprop)) return;
     if constexpr (std::is_same_v<T, A>) {
       if (geo.data_format == DataFormat::kNHWC) {
         kernel(ctx, geo, filter, out_backprop, in_backprop);
         return;
-      }
-      if constexpr (!std::is_same_v<NchwKernel, std::nullptr_t>) {
-        if (nchw_kernel(ctx, geo, filter, out_backprop, in_backprop)) return;
       }
     }
     const A* w = nullptr;
@@ -205,10 +202,9 @@ Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* fi
 // first chunk's kernel writes the float dW directly, each later one writes a
 // scratch dW that is then added, in chunk order (deterministic sums). half and
 // bfloat16 round once, at the end.
-template <typename T, typename Kernel, typename NchwKernel = std::nullptr_t>
+template <typename T, typename Kernel, typename Direct>
 Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
-                      const T* out_backprop, T* filter_backprop, Kernel kernel,
-                      NchwKernel nchw_kernel = nullptr) {
+                      const T* out_backprop, T* filter_backprop, Kernel kernel, Direct direct) {
   using A = AccType<T>;
   if (geo.filter_elements == 0) return OkStatus();
   if (geo.input_elements == 0 || geo.out_backprop_elements == 0) {
@@ -216,13 +212,11 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
     return OkStatus();
   }
   return Guarded([&] {
+    if (direct(ctx, geo, input, out_backprop, filter_backprop)) return;
     if constexpr (std::is_same_v<T, A>) {
       if (geo.data_format == DataFormat::kNHWC) {
         kernel(ctx, geo, input, out_backprop, filter_backprop);
         return;
-      }
-      if constexpr (!std::is_same_v<NchwKernel, std::nullptr_t>) {
-        if (nchw_kernel(ctx, geo, input, out_backprop, filter_backprop)) return;
       }
     }
     const int64_t fe = geo.filter_elements;
@@ -262,60 +256,66 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
 
 }  // namespace
 
+// The direct kernels each public op tries first (see InputGradient): native
+// bfloat16 conv2d kernels on NHWC, NCHW kernels for float and double.
 template <typename T>
 Status Conv2DBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                               const T* out_backprop, T* in_backprop) {
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // Native bfloat16 kernel first (no conversion passes) where the CPU has one.
-    if (geo.data_format == DataFormat::kNHWC && geo.input_elements > 0 && geo.filter_elements > 0 &&
-        geo.out_backprop_elements > 0) {
-      bool done = false;
-      const Status status = Guarded([&] {
-        done = cpu::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
-      });
-      if (!status.ok() || done) return status;
+  auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* w, const T* dy, T* dx) {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      return g.data_format == DataFormat::kNHWC && cpu::Conv2DBackpropInputBf16Nhwc(c, g, w, dy, dx);
+    } else if constexpr (std::is_same_v<T, AccType<T>>) {
+      return g.data_format == DataFormat::kNCHW && cpu::Conv2DBackpropInputNchw<T>(c, g, w, dy, dx);
+    } else {
+      return false;
     }
-  }
+  };
   return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::Conv2DBackpropInputNhwc<AccType<T>>,
-                       cpu::Conv2DBackpropInputNchw<AccType<T>>);
+                       direct);
 }
 
 template <typename T>
 Status Conv2DBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
                                const T* out_backprop, T* filter_backprop) {
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // Native bfloat16 kernel first (no conversion passes) where the CPU has one.
-    if (geo.data_format == DataFormat::kNHWC && geo.input_elements > 0 && geo.filter_elements > 0 &&
-        geo.out_backprop_elements > 0) {
-      bool done = false;
-      const Status status = Guarded([&] {
-        done = cpu::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
-      });
-      if (!status.ok() || done) return status;
+  auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      return g.data_format == DataFormat::kNHWC && cpu::Conv2DBackpropFilterBf16Nhwc(c, g, x, dy, dw);
+    } else {
+      return false;
     }
-  }
-  return FilterGradient(ctx, geo, input, out_backprop, filter_backprop, cpu::Conv2DBackpropFilterNhwc<AccType<T>>);
+  };
+  return FilterGradient(ctx, geo, input, out_backprop, filter_backprop,
+                        cpu::Conv2DBackpropFilterNhwc<AccType<T>>, direct);
 }
 
 template <typename T>
 Status DepthwiseBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                                  const T* out_backprop, T* in_backprop) {
-  using A = AccType<T>;
-  auto planar = [](const CpuContext& c, const ConvGeometry& g, const A* w, const A* dy, A* dx) {
-    return cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropInputNchw<A>(c, g, w, dy, dx);
+  auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* w, const T* dy, T* dx) {
+    if constexpr (std::is_same_v<T, AccType<T>>) {
+      return g.data_format == DataFormat::kNCHW && cpu::DepthwiseNchwPlanarWins(g) &&
+             cpu::DepthwiseBackpropInputNchw<T>(c, g, w, dy, dx);
+    } else {
+      return false;
+    }
   };
-  return InputGradient(ctx, geo, filter, out_backprop, in_backprop, cpu::DepthwiseBackpropInputNhwc<A>, planar);
+  return InputGradient(ctx, geo, filter, out_backprop, in_backprop,
+                       cpu::DepthwiseBackpropInputNhwc<AccType<T>>, direct);
 }
 
 template <typename T>
 Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
                                   const T* out_backprop, T* filter_backprop) {
-  using A = AccType<T>;
-  auto planar = [](const CpuContext& c, const ConvGeometry& g, const A* x, const A* dy, A* dw) {
-    return cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropFilterNchw<A>(c, g, x, dy, dw);
+  auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+    if constexpr (std::is_same_v<T, AccType<T>>) {
+      return g.data_format == DataFormat::kNCHW && cpu::DepthwiseNchwPlanarWins(g) &&
+             cpu::DepthwiseBackpropFilterNchw<T>(c, g, x, dy, dw);
+    } else {
+      return false;
+    }
   };
-  return FilterGradient(ctx, geo, input, out_backprop, filter_backprop, cpu::DepthwiseBackpropFilterNhwc<A>,
-                        planar);
+  return FilterGradient(ctx, geo, input, out_backprop, filter_backprop,
+                        cpu::DepthwiseBackpropFilterNhwc<AccType<T>>, direct);
 }
 
 #define TF_CONV_BACKPROP_INSTANTIATE(T)                                                              \
