@@ -239,3 +239,27 @@ def tf_is_trusted(case):
     """TF's built-in computes the wrong gradient for dilated depthwise convolutions
     (it ignores `dilations`), so it is no oracle there."""
     return not (case.spec.depthwise and case.dilations != (1, 1))
+
+
+# Errors with which TF's built-in CPU kernels turn down a configuration they lack.
+TF_REJECTS = (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, tf.errors.AbortedError)
+
+
+def check_against_oracles(case):
+    """Ours against the float64 reference (always), then against TF's built-in wherever
+    TF accepts the case and computes the right thing."""
+    arrays = make_arrays(case)
+    ours = run_ours(case, arrays)
+    expected = run_reference(case, arrays)
+    err = rel_error(ours, expected)
+    assert within(err, case.dtype), f"{case}: relative error vs reference {err}"
+    if not tf_is_trusted(case):
+        return
+    try:
+        theirs = run_tf(case, arrays)
+    except TF_REJECTS:
+        return  # TF's CPU kernel lacks this configuration; the reference still judged it
+    if tf_result_is_garbage(theirs, expected):
+        return
+    err_tf = rel_error(ours, theirs)
+    assert within(err_tf, case.dtype, factor=2), f"{case}: relative difference vs TF {err_tf}"
