@@ -10,9 +10,11 @@
 //   dW[kh,kw,c,m] = sum over n, oh, ow whose tap lies inside the image of
 //                   x[n,ih,iw,c] * dy[n,oh,ow,c*M+m]
 //
-// Input gradient: explicit SIMD over the C*M "lanes" with 8 dx pixels of
-// accumulators in registers across all taps, every stride handled as residue
-// classes of dx columns (InputGradRowsSimd). Filter gradient: for 3x3 and 5x5,
+// Input gradient: with unit stride and dilation, the interior in 4x4 dx
+// rectangles that load each dy vector once for all its taps (InputRectRows);
+// elsewhere explicit SIMD over the C*M "lanes" with 8 dx pixels of accumulators
+// in registers across all taps, every stride handled as residue classes of dx
+// columns (InputGradRowsSimd). Filter gradient: for 3x3 and 5x5,
 // every tap's accumulator in registers while a dy row streams past
 // (FilterGradRowsSimd); other filter sizes run the portable loops below, taps
 // outer and a contiguous channel loop inner, left to the auto-vectoriser. No
@@ -21,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -235,10 +238,12 @@ inline void InputPixels(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int6
 }
 
 // G for one dx row (all its columns), written to g (in_cols x C*M).
+// With edges_only, the interior columns (those all taps reach) are left as
+// they are: InputRect has written them.
 template <typename A>
 void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64_t n, int64_t ih,
                       std::vector<InputTap<A>>& taps, std::vector<InputTap<A>>& some, A* grow,
-                      bool stream) {
+                      bool stream, bool edges_only = false) {
   const int64_t cm = g.in_depth * g.depth_multiplier, sc = g.stride_cols;
   const int64_t dy_row_elems = g.out_cols * cm;
   for (int64_t rho = 0; rho < sc && rho < g.in_cols; ++rho) {
@@ -281,6 +286,10 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64
       }
     };
     for (int64_t j = 0; j < lo; ++j) edge(j);
+    if (edges_only) {
+      for (int64_t j = hi; j < count; ++j) edge(j);
+      continue;
+    }
     // A block's loads jump a whole pixel (cm lanes) per column and one vector
     // per lane block, a pattern the hardware prefetchers do not follow; so each
     // block prefetches, in every dy row its taps read, the columns two blocks on.
@@ -325,6 +334,124 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64
   }
 }
 
+// ---- Input gradient, stride 1: rectangles of dx -----------------------------
+//
+// With unit strides and dilations (most depthwise layers) an R x P block of dx
+// pixels reads a (R+KH-1) x (P+KW-1) window of dy, and each dy vector of it
+// feeds every (pixel, tap) pair it meets: one load per up to KH*KW FMAs, where
+// the row kernel above loads per FMA. Measured single-threaded on C144@56 from
+// DRAM, 4.35 -> 2.15 ms, which is then the memory's rate. Only the interior,
+// where every tap lands inside dy, so no product is skipped or padded; the
+// edge pixels stay with the row kernel.
+
+// Accumulator rows of a rectangle: 4 x 4 fills AVX-512's 32 registers with the
+// 3x3 filter's taps; 16-register ISAs take 2 x 4.
+constexpr int kRectRows = kVectorBytes == 64 ? 4 : 2;
+constexpr int kRectCols = 4;
+
+// dx pixels (r, p) at dx + r*dx_row + p*cm from the dy window whose corner is
+// dy (row ih0 + pad_top - (KH-1), column iw0 + pad_left - (KW-1)); all at lane l.
+template <typename V, typename A, int KH, int KW, int R, int P>
+inline void InputRectBlock(const A* dy, int64_t dy_row, int64_t cm, const A* w, A* dx,
+                           int64_t dx_row, bool stream) {
+  V acc[R][P];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) acc[r][p] = V{};
+  // dy row a, column b meets dx (r, p) through tap (kh, kw) = (r + KH-1 - a, p + KW-1 - b).
+#pragma GCC unroll 16
+  for (int a = 0; a < R + KH - 1; ++a) {
+#pragma GCC unroll 16
+    for (int b = 0; b < P + KW - 1; ++b) {
+      const V d = Load<V>(dy + a * dy_row + b * cm);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const int kh = r + KH - 1 - a;
+        if (kh < 0 || kh >= KH) continue;
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) {
+          const int kw = p + KW - 1 - b;
+          if (kw < 0 || kw >= KW) continue;
+          acc[r][p] += d * Load<V>(w + (kh * KW + kw) * cm);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) StoreOut(dx + r * dx_row + p * cm, acc[r][p], stream);
+}
+
+// Columns [iw_begin, iw_end) of the R dx rows from ih0 (all interior), every lane.
+template <typename A, int KH, int KW, int R>
+void InputRectRows(const ConvGeometry& g, const A* filter, const A* dy, A* dx, int64_t n,
+                   int64_t ih0, int64_t iw_begin, int64_t iw_end, bool stream) {
+  using V = typename SimdOf<A>::Type;
+  const int64_t cm = g.in_depth, dy_row = g.out_cols * cm, dx_row = g.in_cols * cm;
+  const A* dy0 = dy + ((n * g.out_rows + ih0 + g.pad_top - (KH - 1)) * g.out_cols + g.pad_left -
+                       (KW - 1)) * cm;
+  A* dx0 = dx + (n * g.in_rows + ih0) * dx_row;
+  // Lanes inner: a block's window of every lane (~20 KB at C144) stays in L1
+  // for the next block, which shares KW - 1 of its columns.
+  auto columns = [&](auto p_tag, int64_t iw) {
+    constexpr int P = decltype(p_tag)::value;
+    int64_t l = 0;
+    for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
+      InputRectBlock<V, A, KH, KW, R, P>(dy0 + iw * cm + l, dy_row, cm, filter + l, dx0 + iw * cm + l,
+                                         dx_row, stream);
+    }
+    for (; l < cm; ++l) {
+      InputRectBlock<A, A, KH, KW, R, P>(dy0 + iw * cm + l, dy_row, cm, filter + l, dx0 + iw * cm + l,
+                                         dx_row, false);
+    }
+  };
+  int64_t iw = iw_begin;
+  for (; iw + kRectCols <= iw_end; iw += kRectCols) columns(std::integral_constant<int, kRectCols>(), iw);
+  switch (iw_end - iw) {
+    case 3: columns(std::integral_constant<int, 3>(), iw); break;
+    case 2: columns(std::integral_constant<int, 2>(), iw); break;
+    case 1: columns(std::integral_constant<int, 1>(), iw); break;
+    default: break;
+  }
+  static_assert(kRectCols == 4, "the tail switch covers widths 1 .. kRectCols - 1");
+}
+
+template <typename A>
+using InputRectFn = void (*)(const ConvGeometry&, const A*, const A*, A*, int64_t, int64_t, int64_t,
+                             int64_t, bool);
+// The rectangle kernels for this geometry ({R rows, 1 row}), or nulls.
+template <typename A>
+struct InputRectPlan {
+  InputRectFn<A> block = nullptr, single = nullptr;
+  int64_t ih_lo = 0, ih_hi = 0, iw_lo = 0, iw_hi = 0;  // the interior
+};
+
+template <typename A, int KH, int KW>
+void SetRectKernels(InputRectPlan<A>& plan) {
+  plan.block = &InputRectRows<A, KH, KW, kRectRows>;
+  plan.single = &InputRectRows<A, KH, KW, 1>;
+}
+
+template <typename A>
+InputRectPlan<A> PlanInputRect(const ConvGeometry& g) {
+  InputRectPlan<A> plan;
+  if (g.depth_multiplier != 1 || g.stride_rows != 1 || g.stride_cols != 1 || g.dilation_rows != 1 ||
+      g.dilation_cols != 1) {
+    return plan;
+  }
+  if (g.filter_rows == 3 && g.filter_cols == 3) SetRectKernels<A, 3, 3>(plan);
+  if (g.filter_rows == 5 && g.filter_cols == 5) SetRectKernels<A, 5, 5>(plan);
+  // dx (ih, iw) is interior when every tap's dy pixel (ih + pad_top - kh,
+  // iw + pad_left - kw) exists; the same columns InputGradRowSimd calls lo, hi.
+  plan.ih_lo = std::min(g.in_rows, std::max<int64_t>(0, g.filter_rows - 1 - g.pad_top));
+  plan.ih_hi = std::max(plan.ih_lo, std::min(g.in_rows, g.out_rows - g.pad_top));
+  plan.iw_lo = std::min(g.in_cols, std::max<int64_t>(0, g.filter_cols - 1 - g.pad_left));
+  plan.iw_hi = std::max(plan.iw_lo, std::min(g.in_cols, g.out_cols - g.pad_left));
+  return plan;
+}
+
 template <typename A>
 void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* dx, int64_t begin,
                        int64_t end, bool stream) {
@@ -333,9 +460,22 @@ void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* d
   taps.reserve(g.filter_rows * g.filter_cols);
   some.reserve(g.filter_rows * g.filter_cols);
   ScratchVector<A> lanes(m > 1 ? g.in_cols * c * m : 0);
+  const InputRectPlan<A> rect = PlanInputRect<A>(g);
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / g.in_rows, ih = r % g.in_rows;
     A* dx_row = dx + r * g.in_cols * c;
+    if (rect.block && ih >= rect.ih_lo && ih < rect.ih_hi && rect.iw_lo < rect.iw_hi) {
+      // Interior rows: kRectRows at a time while the shard and the image last.
+      const int64_t rows = std::min(end - r, rect.ih_hi - ih) >= kRectRows ? kRectRows : 1;
+      (rows == kRectRows ? rect.block : rect.single)(g, filter, dy, dx, n, ih, rect.iw_lo, rect.iw_hi,
+                                                     stream);
+      for (int64_t k = 0; k < rows; ++k) {
+        InputGradRowSimd(g, filter, dy, n, ih + k, taps, some, dx_row + k * g.in_cols * c, stream,
+                         /*edges_only=*/true);
+      }
+      r += rows - 1;
+      continue;
+    }
     if (m == 1) {
       InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream);
       continue;
