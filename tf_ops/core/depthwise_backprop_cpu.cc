@@ -548,7 +548,10 @@ class PrefetchQueue {
   void Issue(int64_t lines) {
     for (; lines > 0 && current_ < count_; --lines) {
       Region& region = regions_[current_];
-      __builtin_prefetch(reinterpret_cast<const void*>(region.at));
+      // Into L2 only: a row ahead is more than L1 holds beside this row's
+      // working set (measured, 2 threads from DRAM: C144@56 3.8 -> 2.0 ms,
+      // C192@28 1.3 -> 1.0 ms).
+      __builtin_prefetch(reinterpret_cast<const void*>(region.at), 0, 2);
       region.at += 64;
       if (region.at >= region.end) ++current_;
     }
