@@ -225,12 +225,37 @@ inline void InputLaneBlock(const InputTap<A>* taps, int64_t ntaps, int64_t j0, i
   for (int p = 0; p < P; ++p) StoreOut(g_px + p * g_step + l, acc[p], stream);
 }
 
+// G for one column, Q vectors of lanes from l at a time: Q independent sums,
+// where one vector alone would wait on each FMA's latency.
+template <typename V, typename A, int Q>
+inline void InputLaneBlocks(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t l, int64_t cm,
+                            A* g_px) {
+  constexpr int64_t L = kLanes<V, A>;
+  V acc[Q];
+#pragma GCC unroll 8
+  for (int q = 0; q < Q; ++q) acc[q] = V{};
+  for (int64_t t = 0; t < ntaps; ++t) {
+    const A* w = taps[t].w + l;
+    const A* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l;
+#pragma GCC unroll 8
+    for (int q = 0; q < Q; ++q) acc[q] += Load<V>(dy + q * L) * Load<V>(w + q * L);
+  }
+#pragma GCC unroll 8
+  for (int q = 0; q < Q; ++q) Store(g_px + l + q * L, acc[q]);
+}
+
 // All lanes of P columns: full vectors, then one lane at a time.
 template <typename A, int P>
 inline void InputPixels(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t cm, A* g_px,
                         int64_t g_step, bool stream = false) {
   using V = typename SimdOf<A>::Type;
   int64_t l = 0;
+  if constexpr (P == 1) {  // edge columns, one at a time
+    constexpr int kQ = 4;
+    for (; l + kQ * kLanes<V, A> <= cm; l += kQ * kLanes<V, A>) {
+      InputLaneBlocks<V, A, kQ>(taps, ntaps, j0, l, cm, g_px);
+    }
+  }
   for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
     InputLaneBlock<V, A, P>(taps, ntaps, j0, l, cm, g_px, g_step, stream);
   }
@@ -384,15 +409,12 @@ inline void InputRectBlock(const A* dy, int64_t dy_row, int64_t cm, const A* w, 
     for (int p = 0; p < P; ++p) StoreOut(dx + r * dx_row + p * cm, acc[r][p], stream);
 }
 
-// Columns [iw_begin, iw_end) of the R dx rows from ih0 (all interior), every lane.
+// dx columns [0, cols) of R rows, every lane: dx0 at (row 0, column 0), dy0 at
+// the corner of column 0's window, rows dx_row and dy_row apart.
 template <typename A, int KH, int KW, int R>
-void InputRectRows(const ConvGeometry& g, const A* filter, const A* dy, A* dx, int64_t n,
-                   int64_t ih0, int64_t iw_begin, int64_t iw_end, bool stream) {
+void InputRectRows(int64_t cm, const A* filter, const A* dy0, int64_t dy_row, A* dx0, int64_t dx_row,
+                   int64_t cols, bool stream) {
   using V = typename SimdOf<A>::Type;
-  const int64_t cm = g.in_depth, dy_row = g.out_cols * cm, dx_row = g.in_cols * cm;
-  const A* dy0 = dy + ((n * g.out_rows + ih0 + g.pad_top - (KH - 1)) * g.out_cols + g.pad_left -
-                       (KW - 1)) * cm;
-  A* dx0 = dx + (n * g.in_rows + ih0) * dx_row;
   // Lanes inner: a block's window of every lane (~20 KB at C144) stays in L1
   // for the next block, which shares KW - 1 of its columns.
   auto columns = [&](auto p_tag, int64_t iw) {
@@ -407,9 +429,9 @@ void InputRectRows(const ConvGeometry& g, const A* filter, const A* dy, A* dx, i
                                          dx_row, false);
     }
   };
-  int64_t iw = iw_begin;
-  for (; iw + kRectCols <= iw_end; iw += kRectCols) columns(std::integral_constant<int, kRectCols>(), iw);
-  switch (iw_end - iw) {
+  int64_t iw = 0;
+  for (; iw + kRectCols <= cols; iw += kRectCols) columns(std::integral_constant<int, kRectCols>(), iw);
+  switch (cols - iw) {
     case 3: columns(std::integral_constant<int, 3>(), iw); break;
     case 2: columns(std::integral_constant<int, 2>(), iw); break;
     case 1: columns(std::integral_constant<int, 1>(), iw); break;
@@ -419,8 +441,7 @@ void InputRectRows(const ConvGeometry& g, const A* filter, const A* dy, A* dx, i
 }
 
 template <typename A>
-using InputRectFn = void (*)(const ConvGeometry&, const A*, const A*, A*, int64_t, int64_t, int64_t,
-                             int64_t, bool);
+using InputRectFn = void (*)(int64_t, const A*, const A*, int64_t, A*, int64_t, int64_t, bool);
 // The rectangle kernels for this geometry ({R rows, 1 row}), or nulls.
 template <typename A>
 struct InputRectPlan {
@@ -467,8 +488,12 @@ void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* d
     if (rect.block && ih >= rect.ih_lo && ih < rect.ih_hi && rect.iw_lo < rect.iw_hi) {
       // Interior rows: kRectRows at a time while the shard and the image last.
       const int64_t rows = std::min(end - r, rect.ih_hi - ih) >= kRectRows ? kRectRows : 1;
-      (rows == kRectRows ? rect.block : rect.single)(g, filter, dy, dx, n, ih, rect.iw_lo, rect.iw_hi,
-                                                     stream);
+      const int64_t cm = g.in_depth;
+      const A* dy0 = dy + ((n * g.out_rows + ih + g.pad_top - (g.filter_rows - 1)) * g.out_cols +
+                           rect.iw_lo + g.pad_left - (g.filter_cols - 1)) * cm;
+      (rows == kRectRows ? rect.block : rect.single)(cm, filter, dy0, g.out_cols * cm,
+                                                     dx_row + rect.iw_lo * cm, g.in_cols * cm,
+                                                     rect.iw_hi - rect.iw_lo, stream);
       for (int64_t k = 0; k < rows; ++k) {
         InputGradRowSimd(g, filter, dy, n, ih + k, taps, some, dx_row + k * g.in_cols * c, stream,
                          /*edges_only=*/true);
