@@ -126,17 +126,24 @@ void CheckTranspose(std::mt19937_64& rng) {
   std::uniform_real_distribution<float> uniform(-4.f, 4.f);
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 16}, {1, 1}, {3, 40}, {40, 3},
                             {17, 33}, {64, 256}, {96, 31}}) {
-    const int64_t ss = cols + 5, ds = rows + 3;
-    std::vector<From> src(rows * ss);
-    for (From& e : src) e = static_cast<From>(uniform(rng));
-    std::vector<To> dst(cols * ds, static_cast<To>(-99.f)), want(dst);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        want[j * ds + i] = static_cast<To>(static_cast<std::conditional_t<std::is_same_v<From, double>, double, float>>(src[i * ss + j]));
-    cpu::TransposeConvert(src.data(), ss, dst.data(), ds, rows, cols);
-    EXPECT(std::memcmp(dst.data(), want.data(), dst.size() * sizeof(To)) == 0,
-           "TransposeConvert<%zu,%zu> %lldx%lld differs from a plain loop", sizeof(From),
-           sizeof(To), (long long)rows, (long long)cols);
+    for (bool stream : {false, true}) {
+      // Streaming stores need whole-line destination rows: a 64-byte aligned dst
+      // whose stride is a multiple of a line.
+      const int64_t ss = cols + 5, ds = stream ? (rows + 3 + 15) / 16 * 16 : rows + 3;
+      std::vector<From> src(rows * ss);
+      for (From& e : src) e = static_cast<From>(uniform(rng));
+      std::vector<To> storage(cols * ds + 64, static_cast<To>(-99.f));
+      To* dst = storage.data();
+      while (reinterpret_cast<uintptr_t>(dst) % 64 != 0) ++dst;
+      std::vector<To> want(dst, dst + cols * ds);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          want[j * ds + i] = static_cast<To>(static_cast<std::conditional_t<std::is_same_v<From, double>, double, float>>(src[i * ss + j]));
+      cpu::TransposeConvert(src.data(), ss, dst, ds, rows, cols, stream);
+      EXPECT(std::memcmp(dst, want.data(), want.size() * sizeof(To)) == 0,
+             "TransposeConvert<%zu,%zu> %lldx%lld (stream %d) differs from a plain loop", sizeof(From),
+             sizeof(To), (long long)rows, (long long)cols, int(stream));
+    }
   }
 }
 

@@ -185,18 +185,18 @@ void ConvertElements(const From* src, To* dst, int64_t count) {
 
 template <typename From, typename To>
 void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_stride,
-                      int64_t rows, int64_t cols) {
+                      int64_t rows, int64_t cols, bool stream) {
   switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols);
-    case Isa::kAvx2: return avx2::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols);
+    case Isa::kAvx512: return avx512::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols, stream);
+    case Isa::kAvx2: return avx2::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols, stream);
     case Isa::kBaseline: break;
   }
-  baseline::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols);
+  baseline::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols, stream);
 }
 
 #define TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(From, To)                                     \
   template void ConvertElements<From, To>(const From*, To*, int64_t);                     \
-  template void TransposeConvert<From, To>(const From*, int64_t, To*, int64_t, int64_t, int64_t);
+  template void TransposeConvert<From, To>(const From*, int64_t, To*, int64_t, int64_t, int64_t, bool);
 TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TF_CONV_BACKPROP_INSTANTIATE_LAYOUT)
 #undef TF_CONV_BACKPROP_INSTANTIATE_LAYOUT
 

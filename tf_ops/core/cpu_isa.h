@@ -92,7 +92,7 @@ Isa SetActiveIsa(Isa isa);
   void ConvertElements(const From* src, To* dst, int64_t count);                                    \
   template <typename From, typename To>                                                             \
   void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_stride,           \
-                        int64_t rows, int64_t cols);                                                \
+                        int64_t rows, int64_t cols, bool stream);                                   \
   }                                                                                                 \
   }                                                                                                 \
   }

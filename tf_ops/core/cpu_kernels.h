@@ -84,10 +84,12 @@ bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo
 template <typename From, typename To>
 void ConvertElements(const From* src, To* dst, int64_t count);
 // dst[j * dst_stride + i] = To(src[i * src_stride + j]) for i < rows, j < cols,
-// in cache tiles (NCHW <-> NHWC of a block of pixels).
+// in cache tiles (NCHW <-> NHWC of a block of pixels). `stream` asks for
+// non-temporal stores (float, where dst's tile rows are whole cache lines): for
+// a final output far larger than the caches.
 template <typename From, typename To>
 void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_stride,
-                      int64_t rows, int64_t cols);
+                      int64_t rows, int64_t cols, bool stream);
 
 }  // namespace cpu
 }  // namespace tf_conv_backprop
