@@ -261,6 +261,119 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
   });
 }
 
+// ---- Depthwise NCHW, a block of channels at a time ------------------------------
+//
+// Depthwise channels never mix, and in NCHW the planes of consecutive channels are
+// contiguous. So a unit of work takes kChannelBlock channels of a few images:
+// transposes their planes into a small NHWC buffer, runs the NHWC kernel on it on
+// one thread and transposes the result back. Every buffer stays in that core's L2,
+// so memory sees each tensor once, as in NHWC; the image-chunked path above round
+// trips through the shared L3 and synchronises the pool between its phases
+// (measured: see the commit).
+constexpr int64_t kChannelBlock = 16;
+// One unit's buffers are kept near this size (L2 is 1 MiB per core here).
+constexpr int64_t kUnitBytes = int64_t{512} << 10;
+// Units whose single image exceeds this (huge planes) take the image-chunked path.
+constexpr int64_t kMaxUnitBytes = int64_t{8} << 20;
+
+ConvGeometry BlockGeometry(const ConvGeometry& g, int64_t images, int64_t channels) {
+  ConvGeometry b = g;
+  b.in_depth = channels;
+  b.out_depth = channels * g.depth_multiplier;
+  b.filter_elements = g.filter_rows * g.filter_cols * b.out_depth;
+  return ChunkGeometry(b, images);
+}
+
+// Channels per unit: as many as fill kUnitBytes with one image (the kernels
+// run wider rows), in whole tiles of kChannelBlock, at most max_channels.
+int64_t UnitChannels(const ConvGeometry& g, int64_t channel_bytes, int64_t max_channels) {
+  const int64_t fit = kUnitBytes / std::max<int64_t>(1, channel_bytes) / kChannelBlock * kChannelBlock;
+  return std::min(g.in_depth, std::max(kChannelBlock, std::min(fit, max_channels)));
+}
+
+// Images per unit for planes of `image_bytes` (a block's x or dx plus dy, one image).
+int64_t UnitImages(const ConvGeometry& g, int64_t image_bytes) {
+  return std::max<int64_t>(1, std::min(g.batch, kUnitBytes / std::max<int64_t>(1, image_bytes)));
+}
+
+template <typename T>
+bool DepthwiseInputNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
+                              const T* dy, T* dx) {
+  using A = AccType<T>;
+  const int64_t C = g.in_depth, M = g.depth_multiplier, taps = g.filter_rows * g.filter_cols;
+  const int64_t in_plane = g.in_rows * g.in_cols, out_plane = g.out_rows * g.out_cols;
+  const int64_t channel_bytes = (in_plane + M * out_plane) * static_cast<int64_t>(sizeof(A));
+  const int64_t cb = UnitChannels(g, channel_bytes, C);
+  const int64_t image_bytes = cb * channel_bytes;
+  if (image_bytes > kMaxUnitBytes) return false;
+  const int64_t images = UnitImages(g, image_bytes);
+  const int64_t blocks = CeilDiv(C, cb), groups = CeilDiv(g.batch, images);
+  const bool stream = g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamOutputBytes;
+  const int64_t cost = images * cb * M * (in_plane * taps + 2 * out_plane) + 2 * images * cb * in_plane;
+  ctx.For(groups * blocks, cost, [&](int64_t begin, int64_t end) {
+    ScratchVector<A> w_buf(taps * cb * M), dy_buf(images * out_plane * cb * M), dx_buf(images * in_plane * cb);
+    const CpuContext serial;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t n0 = u / blocks * images, nb = std::min(images, g.batch - n0);
+      const int64_t c0 = u % blocks * cb, cn = std::min(cb, C - c0);
+      for (int64_t t = 0; t < taps; ++t) cpu::ConvertElements(filter + (t * C + c0) * M, w_buf.data() + t * cn * M, cn * M);
+      for (int64_t i = 0; i < nb; ++i) {
+        cpu::TransposeConvert(dy + ((n0 + i) * C + c0) * M * out_plane, out_plane,
+                              dy_buf.data() + i * out_plane * cn * M, cn * M, cn * M, out_plane, false);
+      }
+      cpu::DepthwiseBackpropInputNhwc<A>(serial, BlockGeometry(g, nb, cn), w_buf.data(), dy_buf.data(),
+                                         dx_buf.data());
+      for (int64_t i = 0; i < nb; ++i) {
+        cpu::TransposeConvert(dx_buf.data() + i * in_plane * cn, cn, dx + ((n0 + i) * C + c0) * in_plane,
+                              in_plane, in_plane, cn, stream);
+      }
+    }
+  });
+  return true;
+}
+
+// dW sums over images, so a unit is one block of channels, its images taken in
+// order (the same sums whatever the thread count); fewer blocks than threads
+// would idle the pool, and take the image-chunked path instead.
+template <typename T>
+bool DepthwiseFilterNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy,
+                               T* dw) {
+  using A = AccType<T>;
+  const int64_t C = g.in_depth, M = g.depth_multiplier, taps = g.filter_rows * g.filter_cols;
+  const int64_t in_plane = g.in_rows * g.in_cols, out_plane = g.out_rows * g.out_cols;
+  const int64_t channel_bytes = (in_plane + M * out_plane) * static_cast<int64_t>(sizeof(A));
+  const int64_t cb = UnitChannels(g, channel_bytes, C / std::max(1, ctx.num_threads));
+  const int64_t image_bytes = cb * channel_bytes;
+  const int64_t blocks = CeilDiv(C, cb);
+  if (image_bytes > kMaxUnitBytes || blocks < ctx.num_threads) return false;
+  const int64_t images = UnitImages(g, image_bytes);
+  const int64_t cost = g.batch * cb * M * (out_plane * taps + 2 * in_plane);
+  ctx.For(blocks, cost, [&](int64_t begin, int64_t end) {
+    ScratchVector<A> x_buf(images * in_plane * cb), dy_buf(images * out_plane * cb * M);
+    ScratchVector<A> sum(taps * cb * M), part(taps * cb * M);
+    const CpuContext serial;
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t c0 = b * cb, cn = std::min(cb, C - c0), fe = taps * cn * M;
+      for (int64_t n0 = 0; n0 < g.batch; n0 += images) {
+        const int64_t nb = std::min(images, g.batch - n0);
+        for (int64_t i = 0; i < nb; ++i) {
+          cpu::TransposeConvert(x + ((n0 + i) * C + c0) * in_plane, in_plane, x_buf.data() + i * in_plane * cn, cn,
+                                cn, in_plane, false);
+          cpu::TransposeConvert(dy + ((n0 + i) * C + c0) * M * out_plane, out_plane,
+                                dy_buf.data() + i * out_plane * cn * M, cn * M, cn * M, out_plane, false);
+        }
+        A* target = n0 == 0 ? sum.data() : part.data();
+        cpu::DepthwiseBackpropFilterNhwc<A>(serial, BlockGeometry(g, nb, cn), x_buf.data(), dy_buf.data(), target);
+        if (n0 > 0) {
+          for (int64_t i = 0; i < fe; ++i) sum[i] += part[i];
+        }
+      }
+      for (int64_t t = 0; t < taps; ++t) cpu::ConvertElements(sum.data() + t * cn * M, dw + (t * C + c0) * M, cn * M);
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 // The direct kernels each public op tries first (see InputGradient): native
@@ -299,12 +412,11 @@ template <typename T>
 Status DepthwiseBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                                  const T* out_backprop, T* in_backprop) {
   auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* w, const T* dy, T* dx) {
+    if (g.data_format != DataFormat::kNCHW) return false;
     if constexpr (std::is_same_v<T, AccType<T>>) {
-      return g.data_format == DataFormat::kNCHW && cpu::DepthwiseNchwPlanarWins(g) &&
-             cpu::DepthwiseBackpropInputNchw<T>(c, g, w, dy, dx);
-    } else {
-      return false;
+      if (cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropInputNchw<T>(c, g, w, dy, dx)) return true;
     }
+    return DepthwiseInputNchwBlocks(c, g, w, dy, dx);
   };
   return InputGradient(ctx, geo, filter, out_backprop, in_backprop,
                        cpu::DepthwiseBackpropInputNhwc<AccType<T>>, direct);
@@ -314,12 +426,11 @@ template <typename T>
 Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
                                   const T* out_backprop, T* filter_backprop) {
   auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+    if (g.data_format != DataFormat::kNCHW) return false;
     if constexpr (std::is_same_v<T, AccType<T>>) {
-      return g.data_format == DataFormat::kNCHW && cpu::DepthwiseNchwPlanarWins(g) &&
-             cpu::DepthwiseBackpropFilterNchw<T>(c, g, x, dy, dw);
-    } else {
-      return false;
+      if (cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropFilterNchw<T>(c, g, x, dy, dw)) return true;
     }
+    return DepthwiseFilterNchwBlocks(c, g, x, dy, dw);
   };
   return FilterGradient(ctx, geo, input, out_backprop, filter_backprop,
                         cpu::DepthwiseBackpropFilterNhwc<AccType<T>>, direct);

@@ -54,13 +54,14 @@ bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, 
 template <typename A>
 bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop);
-// Where those beat transposing to NHWC: they vectorise along rows, so they
-// need rows of a few vectors, and their stride > 1 column classes cost more
-// than the transposes; with a multiplier > 1 they always win (the NHWC kernels
-// add an expansion or reduction pass). Measured with `make bench` (float32,
-// AVX-512): C32 @112 and C144 @56 win, rows of 7-28 and stride 2 lose.
+// Where those beat the engine's channel blocks (NHWC kernels on blocks of
+// channels transposed in L2): with a multiplier > 1, where the NHWC kernels
+// add an expansion or reduction pass. Measured with `make bench` (float32,
+// AVX-512): x2 C64 @56 planar 3.0 / 4.2 ms, channel blocks 5.5 / 5.6 ms; with
+// a multiplier of 1 the channel blocks win on every shape (C144 @56 input
+// 4.1 -> 2.6 ms, C32 @112 3.2 -> 2.3 ms).
 inline bool DepthwiseNchwPlanarWins(const ConvGeometry& g) {
-  return g.depth_multiplier > 1 || (g.stride_rows == 1 && g.stride_cols == 1 && g.out_cols >= 48);
+  return g.depth_multiplier > 1;
 }
 
 // The conv2d input gradient on bfloat16 NHWC tensors without converting them
