@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -17,6 +18,10 @@
 #include "Eigen/Core"
 #include "tf_ops/core/cpu_kernels.h"
 #include "tf_ops/core/scratch.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace tf_conv_backprop {
 namespace {
@@ -276,6 +281,27 @@ constexpr int64_t kUnitBytes = int64_t{512} << 10;
 // Units whose single image exceeds this (huge planes) take the image-chunked path.
 constexpr int64_t kMaxUnitBytes = int64_t{8} << 20;
 
+// memcpy whose stores skip the caches (a final output far larger than them):
+// no read of each destination line before it is written.
+void CopyOut(void* dst, const void* src, int64_t bytes, bool stream) {
+#if defined(__SSE2__)
+  if (stream) {
+    char* d = static_cast<char*>(dst);
+    const char* s = static_cast<const char*>(src);
+    const int64_t head = std::min<int64_t>(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+    std::memcpy(d, s, head);
+    int64_t i = head;
+    for (; i + 16 <= bytes; i += 16) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+    }
+    std::memcpy(d + i, s + i, bytes - i);
+    _mm_sfence();
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 ConvGeometry BlockGeometry(const ConvGeometry& g, int64_t images, int64_t channels) {
   ConvGeometry b = g;
   b.in_depth = channels;
@@ -309,23 +335,37 @@ bool DepthwiseInputNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, cons
   const int64_t images = UnitImages(g, image_bytes);
   const int64_t blocks = CeilDiv(C, cb), groups = CeilDiv(g.batch, images);
   const bool stream = g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamOutputBytes;
+  const bool stage_dy = (out_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0;
+  const bool stage_dx = (in_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0;
   const int64_t cost = images * cb * M * (in_plane * taps + 2 * out_plane) + 2 * images * cb * in_plane;
   ctx.For(groups * blocks, cost, [&](int64_t begin, int64_t end) {
     ScratchVector<A> w_buf(taps * cb * M), dy_buf(images * out_plane * cb * M), dx_buf(images * in_plane * cb);
+    // Planes that are not whole cache lines go through one image's block in the
+    // caller's layout, so memory is read and written in whole runs (the
+    // transposes' split lines then hit L2, not DRAM; bench C576 @14 1.6 -> 1.4 ms).
+    ScratchVector<T> stage((stage_dy ? cb * M * out_plane : 0) + (stage_dx ? cb * in_plane : 0));
+    T* dx_stage = stage.data() + (stage_dy ? cb * M * out_plane : 0);
     const CpuContext serial;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t n0 = u / blocks * images, nb = std::min(images, g.batch - n0);
       const int64_t c0 = u % blocks * cb, cn = std::min(cb, C - c0);
       for (int64_t t = 0; t < taps; ++t) cpu::ConvertElements(filter + (t * C + c0) * M, w_buf.data() + t * cn * M, cn * M);
       for (int64_t i = 0; i < nb; ++i) {
-        cpu::TransposeConvert(dy + ((n0 + i) * C + c0) * M * out_plane, out_plane,
-                              dy_buf.data() + i * out_plane * cn * M, cn * M, cn * M, out_plane, false);
+        const T* src = dy + ((n0 + i) * C + c0) * M * out_plane;
+        if (stage_dy) {
+          std::memcpy(stage.data(), src, cn * M * out_plane * sizeof(T));
+          src = stage.data();
+        }
+        cpu::TransposeConvert(src, out_plane, dy_buf.data() + i * out_plane * cn * M, cn * M, cn * M, out_plane,
+                              false);
       }
       cpu::DepthwiseBackpropInputNhwc<A>(serial, BlockGeometry(g, nb, cn), w_buf.data(), dy_buf.data(),
                                          dx_buf.data());
       for (int64_t i = 0; i < nb; ++i) {
-        cpu::TransposeConvert(dx_buf.data() + i * in_plane * cn, cn, dx + ((n0 + i) * C + c0) * in_plane,
-                              in_plane, in_plane, cn, stream);
+        T* dst = dx + ((n0 + i) * C + c0) * in_plane;
+        cpu::TransposeConvert(dx_buf.data() + i * in_plane * cn, cn, stage_dx ? dx_stage : dst, in_plane, in_plane,
+                              cn, stream && !stage_dx);
+        if (stage_dx) CopyOut(dst, dx_stage, cn * in_plane * sizeof(T), stream);
       }
     }
   });
@@ -348,19 +388,29 @@ bool DepthwiseFilterNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, con
   if (image_bytes > kMaxUnitBytes || blocks < ctx.num_threads) return false;
   const int64_t images = UnitImages(g, image_bytes);
   const int64_t cost = g.batch * cb * M * (out_plane * taps + 2 * in_plane);
+  const bool stage_planes = (in_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0 ||
+                            (out_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0;
   ctx.For(blocks, cost, [&](int64_t begin, int64_t end) {
     ScratchVector<A> x_buf(images * in_plane * cb), dy_buf(images * out_plane * cb * M);
     ScratchVector<A> sum(taps * cb * M), part(taps * cb * M);
+    // As in DepthwiseInputNchwBlocks: planes that are not whole lines are
+    // gathered through a contiguous copy of the block.
+    ScratchVector<T> stage(stage_planes ? cb * std::max(in_plane, M * out_plane) : 0);
+    auto gather = [&](const T* src, int64_t planes, int64_t plane, A* dst) {
+      if (stage_planes) {
+        std::memcpy(stage.data(), src, planes * plane * sizeof(T));
+        src = stage.data();
+      }
+      cpu::TransposeConvert(src, plane, dst, planes, planes, plane, false);
+    };
     const CpuContext serial;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t c0 = b * cb, cn = std::min(cb, C - c0), fe = taps * cn * M;
       for (int64_t n0 = 0; n0 < g.batch; n0 += images) {
         const int64_t nb = std::min(images, g.batch - n0);
         for (int64_t i = 0; i < nb; ++i) {
-          cpu::TransposeConvert(x + ((n0 + i) * C + c0) * in_plane, in_plane, x_buf.data() + i * in_plane * cn, cn,
-                                cn, in_plane, false);
-          cpu::TransposeConvert(dy + ((n0 + i) * C + c0) * M * out_plane, out_plane,
-                                dy_buf.data() + i * out_plane * cn * M, cn * M, cn * M, out_plane, false);
+          gather(x + ((n0 + i) * C + c0) * in_plane, cn, in_plane, x_buf.data() + i * in_plane * cn);
+          gather(dy + ((n0 + i) * C + c0) * M * out_plane, cn * M, out_plane, dy_buf.data() + i * out_plane * cn * M);
         }
         A* target = n0 == 0 ? sum.data() : part.data();
         cpu::DepthwiseBackpropFilterNhwc<A>(serial, BlockGeometry(g, nb, cn), x_buf.data(), dy_buf.data(), target);
