@@ -316,11 +316,15 @@ ConvGeometry BlockGeometry(const ConvGeometry& g, int64_t images, int64_t channe
   return ChunkGeometry(b, images);
 }
 
-// Channels per unit: as many as fill kUnitBytes with one image (the kernels
-// run wider rows), in whole tiles of kChannelBlock, at most max_channels.
-int64_t UnitChannels(const ConvGeometry& g, int64_t channel_bytes, int64_t max_channels) {
-  const int64_t fit = kUnitBytes / std::max<int64_t>(1, channel_bytes) / kChannelBlock * kChannelBlock;
-  return std::min(g.in_depth, std::max(kChannelBlock, std::min(fit, max_channels)));
+// Channels per unit: the channels cut into a multiple of `parts` near-equal
+// blocks (whole tiles of kChannelBlock), as few as fit kUnitBytes with one
+// image, so the kernels run wide rows and the threads get equal shares.
+int64_t UnitChannels(const ConvGeometry& g, int64_t channel_bytes, int64_t parts) {
+  const int64_t fit = kUnitBytes / std::max<int64_t>(1, channel_bytes);
+  for (int64_t k = parts;; k += parts) {
+    const int64_t cb = CeilDiv(CeilDiv(g.in_depth, k), kChannelBlock) * kChannelBlock;
+    if (cb <= fit || cb == kChannelBlock) return std::min(cb, g.in_depth);
+  }
 }
 
 // Images per unit for planes of `image_bytes` (a block's x or dx plus dy, one image).
@@ -335,7 +339,7 @@ bool DepthwiseInputNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, cons
   const int64_t C = g.in_depth, M = g.depth_multiplier, taps = g.filter_rows * g.filter_cols;
   const int64_t in_plane = g.in_rows * g.in_cols, out_plane = g.out_rows * g.out_cols;
   const int64_t channel_bytes = (in_plane + M * out_plane) * static_cast<int64_t>(sizeof(A));
-  const int64_t cb = UnitChannels(g, channel_bytes, C);
+  const int64_t cb = UnitChannels(g, channel_bytes, 1);
   const int64_t image_bytes = cb * channel_bytes;
   if (image_bytes > kMaxUnitBytes) return false;
   const int64_t images = UnitImages(g, image_bytes);
@@ -388,7 +392,7 @@ bool DepthwiseFilterNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, con
   const int64_t C = g.in_depth, M = g.depth_multiplier, taps = g.filter_rows * g.filter_cols;
   const int64_t in_plane = g.in_rows * g.in_cols, out_plane = g.out_rows * g.out_cols;
   const int64_t channel_bytes = (in_plane + M * out_plane) * static_cast<int64_t>(sizeof(A));
-  const int64_t cb = UnitChannels(g, channel_bytes, C / std::max(1, ctx.num_threads));
+  const int64_t cb = UnitChannels(g, channel_bytes, std::max(1, ctx.num_threads));
   const int64_t image_bytes = cb * channel_bytes;
   const int64_t blocks = CeilDiv(C, cb);
   if (image_bytes > kMaxUnitBytes || blocks < ctx.num_threads) return false;
