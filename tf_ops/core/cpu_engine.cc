@@ -3,9 +3,10 @@
 // accumulate in float), moves NCHW tensors to NHWC and back, and turns allocation
 // failures into a Status. The kernels in cpu_kernels.h then only ever see
 // non-empty NHWC float/double tensors. Conversions and transposes run a chunk of
-// images at a time through reused buffers (per-ISA tiled / vectorised helpers,
-// cpu::ConvertElements and cpu::TransposeConvert), so the scratch of a call stays
-// bounded whatever the batch, dtype and layout.
+// images at a time (depthwise NCHW: a block of channels of a few images) through
+// reused buffers (per-ISA tiled / vectorised helpers, cpu::ConvertElements and
+// cpu::TransposeConvert), so the scratch of a call stays bounded whatever the
+// batch, dtype and layout.
 #include "tf_ops/core/cpu_engine.h"
 
 #include <algorithm>
