@@ -285,15 +285,18 @@ void CheckAllLayouts(uint64_t seed) {
 }
 
 // Peak scratch of both gradients of one large-ish layer vs the bound.
+// Many threads: per-thread buffers (depthwise NCHW channel blocks of 256x256
+// planes) must not add up past it either.
 template <typename T>
-void CheckScratchBound(bool depthwise, DataFormat f) {
-  const ConvGeometry g = depthwise ? Geometry(true, 8, 112, 112, 96, 1, 3, 2, 1, f)
-                                   : Geometry(false, 8, 56, 56, 128, 128, 3, 1, 1, f);
-  const int64_t peak = CheckGradients<T>(g, 7, 2, false);
+void CheckScratchBound(bool depthwise, DataFormat f, int threads = 2) {
+  const ConvGeometry g = threads > 2     ? Geometry(true, 2, 256, 256, 48, 1, 3, 1, 1, f)
+                         : depthwise     ? Geometry(true, 8, 112, 112, 96, 1, 3, 2, 1, f)
+                                         : Geometry(false, 8, 56, 56, 128, 128, 3, 1, 1, f);
+  const int64_t peak = CheckGradients<T>(g, 7, threads, false);
   const int64_t out_bytes = std::max(g.input_elements, g.filter_elements) * int64_t(sizeof(T));
   const int64_t bound = std::max<int64_t>(int64_t{32} << 20, out_bytes);
-  std::printf("scratch %-9s %s %s: peak %.1f MiB (bound %.1f MiB)\n", TypeName<T>(),
-              f == DataFormat::kNCHW ? "NCHW" : "NHWC", depthwise ? "depthwise" : "conv2d",
+  std::printf("scratch %-9s %s %s, %d threads: peak %.1f MiB (bound %.1f MiB)\n", TypeName<T>(),
+              f == DataFormat::kNCHW ? "NCHW" : "NHWC", depthwise ? "depthwise" : "conv2d", threads,
               peak / 1048576.0, bound / 1048576.0);
   EXPECT(peak <= bound, "%s scratch peak %lld > bound %lld", TypeName<T>(), (long long)peak,
          (long long)bound);
@@ -329,6 +332,7 @@ int main() {
       CheckScratchBound<Eigen::bfloat16>(depthwise, f);
       CheckScratchBound<Eigen::half>(depthwise, f);
       CheckScratchBound<double>(depthwise, f);
+      if (depthwise && f == DataFormat::kNCHW) CheckScratchBound<float>(depthwise, f, 16);
     }
   }
   std::printf("%s (%d failures)\n", failures ? "FAILED" : "passed", failures);

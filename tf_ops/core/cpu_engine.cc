@@ -285,8 +285,14 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
 constexpr int64_t kChannelBlock = 16;
 // One unit's buffers are kept near this size (L2 is 1 MiB per core here).
 constexpr int64_t kUnitBytes = int64_t{512} << 10;
-// Units whose single image exceeds this (huge planes) take the image-chunked path.
-constexpr int64_t kMaxUnitBytes = int64_t{8} << 20;
+// Every thread holds about three units' worth of buffers at once (the NHWC
+// block in and out, a staged copy), together at most this, or huge planes take
+// the image-chunked path, whose scratch does not grow with the thread count.
+constexpr int64_t kMaxUnitsBytes = int64_t{32} << 20;
+
+bool UnitsFit(const CpuContext& ctx, int64_t image_bytes) {
+  return 3 * image_bytes * std::max(1, ctx.num_threads) <= kMaxUnitsBytes;
+}
 
 // memcpy whose stores skip the caches (a final output far larger than them):
 // no read of each destination line before it is written.
@@ -342,7 +348,7 @@ bool DepthwiseInputNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, cons
   const int64_t channel_bytes = (in_plane + M * out_plane) * static_cast<int64_t>(sizeof(A));
   const int64_t cb = UnitChannels(g, channel_bytes, 1);
   const int64_t image_bytes = cb * channel_bytes;
-  if (image_bytes > kMaxUnitBytes) return false;
+  if (!UnitsFit(ctx, image_bytes)) return false;
   const int64_t images = UnitImages(g, image_bytes);
   const int64_t blocks = CeilDiv(C, cb), groups = CeilDiv(g.batch, images);
   const bool stream = g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamOutputBytes;
@@ -396,7 +402,7 @@ bool DepthwiseFilterNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, con
   const int64_t cb = UnitChannels(g, channel_bytes, std::max(1, ctx.num_threads));
   const int64_t image_bytes = cb * channel_bytes;
   const int64_t blocks = CeilDiv(C, cb);
-  if (image_bytes > kMaxUnitBytes || blocks < ctx.num_threads) return false;
+  if (!UnitsFit(ctx, image_bytes) || blocks < ctx.num_threads) return false;
   const int64_t images = UnitImages(g, image_bytes);
   const int64_t cost = g.batch * cb * M * (out_plane * taps + 2 * in_plane);
   const bool stage_planes = (in_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0 ||
