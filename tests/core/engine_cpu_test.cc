@@ -277,6 +277,8 @@ void CheckAllLayouts(uint64_t seed) {
     // image, odd batch 5 -> 2+2+1 images (double: 5 chunks of 1).
     CheckGradients<T>(Geometry(true, 5, 64, 64, 56, 1, 3, 1, 1, f), seed + 2, 2, true);
     CheckGradients<T>(Geometry(false, 5, 60, 60, 128, 8, 1, 1, 0, f), seed + 3, 2, true);
+    // 1x1 NCHW filter gradient in slices of dW columns (Cout > Cin), ragged.
+    CheckGradients<T>(Geometry(false, 3, 9, 11, 24, 80, 1, 1, 0, f), seed + 6, 2, true);
     // Depthwise NCHW channel blocks: small planes, several images and a ragged
     // last block per unit (input: one block of all 40 channels; filter: 16+16+8).
     CheckGradients<T>(Geometry(true, 3, 7, 9, 40, 1, 3, 2, 1, f), seed + 4, 2, true);

@@ -424,6 +424,41 @@ template bool Conv2DBackpropInputNchw<float>(const CpuContext&, const ConvGeomet
 template bool Conv2DBackpropInputNchw<double>(const CpuContext&, const ConvGeometry&,
                                               const double*, const double*, double*);
 
+// NCHW 1x1: per image x is [Cin x P] and dy [Cout x P], both with the pixels
+// contiguous, so dW (HWIO = [Cin x Cout]) = sum over images of X * DY^T, one
+// GEMM per image and no transposes. Units are fixed slices of kSlice rows (or
+// columns) of dW, the wider side, each summing the images in order: the sums
+// do not depend on the thread count.
+template <typename A>
+bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& g, const A* input,
+                              const A* out_backprop, A* filter_backprop) {
+  if (!IsPointwise(g)) return false;
+  using StridedMap = Eigen::Map<RowMatrix<A>, 0, Eigen::OuterStride<>>;
+  constexpr int64_t kSlice = 64;
+  const int64_t cin = g.in_depth, cout = g.out_depth, pixels = g.in_rows * g.in_cols;
+  const bool rows = cin >= cout;  // slices of dW rows (input channels), else columns
+  const int64_t wide = rows ? cin : cout, narrow = rows ? cout : cin;
+  ctx.For(CeilDiv(wide, kSlice), g.batch * pixels * kSlice * narrow, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t s0 = u * kSlice, sn = std::min(kSlice, wide - s0);
+      StridedMap dw(filter_backprop + (rows ? s0 * cout : s0), rows ? sn : cin, rows ? cout : sn,
+                    Eigen::OuterStride<>(cout));
+      dw.setZero();
+      for (int64_t n = 0; n < g.batch; ++n) {
+        const ConstMatrixMap<A> x(input + (n * cin + (rows ? s0 : 0)) * pixels, rows ? sn : cin, pixels);
+        const ConstMatrixMap<A> dy(out_backprop + (n * cout + (rows ? 0 : s0)) * pixels, rows ? cout : sn,
+                                   pixels);
+        dw.noalias() += x * dy.transpose();
+      }
+    }
+  });
+  return true;
+}
+template bool Conv2DBackpropFilterNchw<float>(const CpuContext&, const ConvGeometry&, const float*,
+                                              const float*, float*);
+template bool Conv2DBackpropFilterNchw<double>(const CpuContext&, const ConvGeometry&,
+                                               const double*, const double*, double*);
+
 bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
                                   const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
                                   Eigen::bfloat16* filter_backprop) {

@@ -130,6 +130,17 @@ bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, con
 }
 
 template <typename A>
+bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                              const A* out_backprop, A* filter_backprop) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return avx512::Conv2DBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
+    case Isa::kAvx2: return avx2::Conv2DBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
+    case Isa::kBaseline: break;
+  }
+  return baseline::Conv2DBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
+}
+
+template <typename A>
 bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
                                 const A* out_backprop, A* in_backprop) {
   switch (ActiveIsa()) {
@@ -206,6 +217,7 @@ TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TF_CONV_BACKPROP_INSTANTIATE_LAYOUT)
   template void DepthwiseBackpropInputNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
   template void DepthwiseBackpropFilterNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
   template bool Conv2DBackpropInputNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
+  template bool Conv2DBackpropFilterNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
   template bool DepthwiseBackpropInputNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
   template bool DepthwiseBackpropFilterNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*);
 TF_CONV_BACKPROP_INSTANTIATE(float)

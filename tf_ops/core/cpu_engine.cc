@@ -467,6 +467,8 @@ Status Conv2DBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, c
   auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       return g.data_format == DataFormat::kNHWC && cpu::Conv2DBackpropFilterBf16Nhwc(c, g, x, dy, dw);
+    } else if constexpr (std::is_same_v<T, AccType<T>>) {
+      return g.data_format == DataFormat::kNCHW && cpu::Conv2DBackpropFilterNchw<T>(c, g, x, dy, dw);
     } else {
       return false;
     }

@@ -88,6 +88,9 @@ Isa SetActiveIsa(Isa isa);
   template <typename A>                                                                             \
   bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,     \
                                const A* out_backprop, A* in_backprop);                              \
+  template <typename A>                                                                             \
+  bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,     \
+                                const A* out_backprop, A* filter_backprop);                         \
   template <typename From, typename To>                                                             \
   void ConvertElements(const From* src, To* dst, int64_t count);                                    \
   template <typename From, typename To>                                                             \

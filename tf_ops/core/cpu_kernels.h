@@ -43,6 +43,11 @@ void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo,
 template <typename A>
 bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
                              const A* out_backprop, A* in_backprop);
+// The conv2d filter gradient on NCHW tensors directly, for 1x1 filters with
+// stride 1 and no padding (a GEMM per image); false, writing nothing, elsewhere.
+template <typename A>
+bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                              const A* out_backprop, A* filter_backprop);
 
 // The depthwise gradients on NCHW tensors directly (no transposes). They return
 // false, writing nothing, where they do not apply (a non-finite filter for the

@@ -150,7 +150,7 @@ void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_
   stream = stream && kFloat && reinterpret_cast<uintptr_t>(dst) % 64 == 0 &&
            (dst_stride * static_cast<int64_t>(sizeof(To))) % 64 == 0;
 #else
-  stream = false;
+  static_cast<void>(stream);  // whole-tile streaming is AVX-512 only
 #endif
   for (int64_t i0 = 0; i0 < rows; i0 += T) {
     const int64_t ib = std::min(T, rows - i0);
