@@ -199,8 +199,8 @@ Status InputGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* fi
     const ChunkPlan plan = PlanChunks(
         geo.batch, (dx_dims.image() + dy_dims.image()) * static_cast<int64_t>(sizeof(A)),
         kChunkBytes, 2 * ctx.num_threads);
-    ScratchVector<A> dy_buf(plan.images * dy_dims.image());
-    ScratchVector<A> dx_buf(plan.images * dx_dims.image());
+    ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
+    ScratchBuffer<A> dx_buf(plan.images * dx_dims.image());
     // Past the caches, stores that skip them save the read of each line before
     // it is written (measured, depthwise s2 C144@56 NCHW: see the commit).
     const bool stream_dx = geo.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamOutputBytes;
@@ -249,9 +249,9 @@ Status FilterGradient(const CpuContext& ctx, const ConvGeometry& geo, const T* i
     } else {
       dw = dw_own.data();
     }
-    ScratchVector<A> dw_chunk(plan.chunks > 1 ? fe : 0);
-    ScratchVector<A> x_buf(plan.images * x_dims.image());
-    ScratchVector<A> dy_buf(plan.images * dy_dims.image());
+    ScratchBuffer<A> dw_chunk(plan.chunks > 1 ? fe : 0);
+    ScratchBuffer<A> x_buf(plan.images * x_dims.image());
+    ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
     for (int64_t n0 = 0; n0 < geo.batch; n0 += plan.images) {
       const int64_t nb = std::min(plan.images, geo.batch - n0);
       Dims4 xc = x_dims, dyc = dy_dims;
@@ -356,11 +356,11 @@ bool DepthwiseInputNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, cons
   const bool stage_dx = (in_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0;
   const int64_t cost = images * cb * M * (in_plane * taps + 2 * out_plane) + 2 * images * cb * in_plane;
   ctx.For(groups * blocks, cost, [&](int64_t begin, int64_t end) {
-    ScratchVector<A> w_buf(taps * cb * M), dy_buf(images * out_plane * cb * M), dx_buf(images * in_plane * cb);
+    ScratchBuffer<A> w_buf(taps * cb * M), dy_buf(images * out_plane * cb * M), dx_buf(images * in_plane * cb);
     // Planes that are not whole cache lines go through one image's block in the
     // caller's layout, so memory is read and written in whole runs (the
     // transposes' split lines then hit L2, not DRAM; bench C576 @14 1.6 -> 1.4 ms).
-    ScratchVector<T> stage((stage_dy ? cb * M * out_plane : 0) + (stage_dx ? cb * in_plane : 0));
+    ScratchBuffer<T> stage((stage_dy ? cb * M * out_plane : 0) + (stage_dx ? cb * in_plane : 0));
     T* dx_stage = stage.data() + (stage_dy ? cb * M * out_plane : 0);
     const CpuContext serial;
     for (int64_t u = begin; u < end; ++u) {
@@ -408,11 +408,11 @@ bool DepthwiseFilterNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, con
   const bool stage_planes = (in_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0 ||
                             (out_plane * static_cast<int64_t>(sizeof(T))) % 64 != 0;
   ctx.For(blocks, cost, [&](int64_t begin, int64_t end) {
-    ScratchVector<A> x_buf(images * in_plane * cb), dy_buf(images * out_plane * cb * M);
-    ScratchVector<A> sum(taps * cb * M), part(taps * cb * M);
+    ScratchBuffer<A> x_buf(images * in_plane * cb), dy_buf(images * out_plane * cb * M);
+    ScratchBuffer<A> sum(taps * cb * M), part(taps * cb * M);
     // As in DepthwiseInputNchwBlocks: planes that are not whole lines are
     // gathered through a contiguous copy of the block.
-    ScratchVector<T> stage(stage_planes ? cb * std::max(in_plane, M * out_plane) : 0);
+    ScratchBuffer<T> stage(stage_planes ? cb * std::max(in_plane, M * out_plane) : 0);
     auto gather = [&](const T* src, int64_t planes, int64_t plane, A* dst) {
       if (stage_planes) {
         std::memcpy(stage.data(), src, planes * plane * sizeof(T));
@@ -432,7 +432,7 @@ bool DepthwiseFilterNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, con
         A* target = n0 == 0 ? sum.data() : part.data();
         cpu::DepthwiseBackpropFilterNhwc<A>(serial, BlockGeometry(g, nb, cn), x_buf.data(), dy_buf.data(), target);
         if (n0 > 0) {
-          for (int64_t i = 0; i < fe; ++i) sum[i] += part[i];
+          for (int64_t i = 0; i < fe; ++i) sum.data()[i] += part.data()[i];
         }
       }
       for (int64_t t = 0; t < taps; ++t) cpu::ConvertElements(sum.data() + t * cn * M, dw + (t * C + c0) * M, cn * M);
