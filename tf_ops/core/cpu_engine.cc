@@ -376,6 +376,15 @@ bool DepthwiseInputNchwBlocks(const CpuContext& ctx, const ConvGeometry& g, cons
         cpu::TransposeConvert(src, out_plane, dy_buf.data() + i * out_plane * cn * M, cn * M, cn * M, out_plane,
                               false);
       }
+      if (u + 1 < end) {  // the next unit's dy into L2 while this one computes
+        const int64_t n1 = (u + 1) / blocks * images, nb1 = std::min(images, g.batch - n1);
+        const int64_t c1 = (u + 1) % blocks * cb, cn1 = std::min(cb, C - c1);
+        for (int64_t i = 0; i < nb1; ++i) {
+          const char* p = reinterpret_cast<const char*>(dy + ((n1 + i) * C + c1) * M * out_plane);
+          const int64_t bytes = cn1 * M * out_plane * static_cast<int64_t>(sizeof(T));
+          for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
+        }
+      }
       cpu::DepthwiseBackpropInputNhwc<A>(serial, BlockGeometry(g, nb, cn), w_buf.data(), dy_buf.data(),
                                          dx_buf.data());
       for (int64_t i = 0; i < nb; ++i) {
