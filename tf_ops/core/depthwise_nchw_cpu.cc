@@ -7,8 +7,9 @@
 //   dW[kh, kw, c, m] = sum over n of <x plane (n, c) shifted by the tap,
 //                                     dy plane (n, c*M+m)>.
 // Both vectorise along image rows (columns are contiguous), with no transpose
-// of the tensors (the front end's NCHW path moves them to NHWC and back, which
-// costs two extra passes over memory-bound data).
+// of the tensors. The front end uses them where they beat its channel blocks
+// (NHWC kernels on blocks of channels transposed in L2): multipliers > 1, see
+// DepthwiseNchwPlanarWins.
 //
 // Strides become "column classes": with stride s, the dx columns iw = rho + s*j
 // of one class rho read dy columns j + offset (one offset per tap), so a class is
