@@ -264,7 +264,7 @@ inline void InputPixels(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int6
 
 // G for one dx row (all its columns), written to g (in_cols x C*M).
 // With edges_only, the interior columns (those all taps reach) are left as
-// they are: InputRect has written them.
+// they are: InputRectRows has written them.
 template <typename A>
 void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64_t n, int64_t ih,
                       std::vector<InputTap<A>>& taps, std::vector<InputTap<A>>& some, A* grow,
