@@ -240,6 +240,44 @@ bool CheckNchwInfiniteDy(int64_t stride) {
   return false;
 }
 
+// Infinities in the filter: the NCHW input gradient must not pair them with
+// dy columns or rows outside dy (0 * inf = NaN where TF has no term), and must
+// still give inf (or NaN where +inf and -inf meet) where they do meet dy.
+template <typename A>
+bool CheckNchwInfiniteFilter(int64_t stride, int64_t k) {
+  const int64_t pad = (k - 1) / 2;
+  const tcb::ConvGeometry nhwc = MakeGeometry(2, 9, 21, 5, k, k, 1, stride, stride, 1, 1, pad, pad, pad, pad);
+  tcb::ConvGeometry g = nhwc;
+  g.data_format = tcb::DataFormat::kNCHW;
+  std::mt19937_64 rng(stride * 10 + k);
+  std::vector<A> w = RandomVector<A>(g.filter_elements, rng);
+  const std::vector<A> dy = RandomVector<A>(g.out_backprop_elements, rng);
+  const int64_t C = g.in_depth;
+  w[0 * C + 1] = std::numeric_limits<A>::infinity();                // tap (0, 0), channel 1
+  w[(k * k - 1) * C + 2] = -std::numeric_limits<A>::infinity();     // last tap, channel 2
+  w[(k * k - 1) * C + 3] = std::numeric_limits<A>::infinity();      // channel 3: +inf and -inf meet
+  w[0 * C + 3] = -std::numeric_limits<A>::infinity();
+  const std::vector<double> ref = tcb::naive::Gradient(nhwc, true, w.data(), dy.data());
+  const int64_t in_pixels = g.in_rows * g.in_cols, out_pixels = g.out_rows * g.out_cols;
+  const std::vector<A> dy_nchw = NhwcToNchw(dy, g.batch, out_pixels, C);
+  std::vector<A> out(g.input_elements, A(0));
+  const bool applied = tcb::cpu::DepthwiseBackpropInputNchw<A>(ThreadedContext(2, 0), g, w.data(), dy_nchw.data(),
+                                                               out.data());
+  const std::vector<A> result = NchwToNhwc(out.data(), g.batch, in_pixels, C);
+  int64_t bad = 0;
+  for (size_t i = 0; applied && i < result.size(); ++i) {
+    const double o = result[i], r = ref[i];
+    bad += std::isfinite(r) ? !(std::abs(o - r) <= 1e-4 * (1 + std::abs(r)))
+                            : (std::isnan(r) ? !std::isnan(o) : o != r);
+  }
+  // Declining (the general planar kernel does for non-finite filters) is allowed:
+  // the front end then transposes to NHWC.
+  if (bad == 0) return true;
+  std::printf("FAIL NCHW DI %s with infinite filter taps, stride %lld, %lldx%lld: %lld elements differ\n",
+              sizeof(A) == 4 ? "float" : "double", (long long)stride, (long long)k, (long long)k, (long long)bad);
+  return false;
+}
+
 tcb::ConvGeometry RandomGeometry(std::mt19937_64& rng) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   for (;;) {
@@ -336,6 +374,47 @@ int main(int argc, char** argv) {
     for (int64_t stride : {1, 2}) {
       (CheckNchwInfiniteDy<float>(stride) ? passed : failed)++;
       (CheckNchwInfiniteDy<double>(stride) ? passed : failed)++;
+      for (int64_t k : {3, 5}) {
+        (CheckNchwInfiniteFilter<float>(stride, k) ? passed : failed)++;
+        (CheckNchwInfiniteFilter<double>(stride, k) ? passed : failed)++;
+      }
+    }
+    // Targeted: the NCHW register kernels (multiplier 1, 3x3 / 5x5, strides
+    // <= 2 in either dimension): flat planes (stride 1, as many dx as dy
+    // columns) and per-row kernels, widths around the 8- and 16-lane vectors,
+    // SAME, VALID and lopsided padding, dilations.
+    for (int64_t k : {3, 5}) {
+      for (int64_t sr : {1, 2}) {
+        for (int64_t sc : {1, 2}) {
+          for (int64_t d : {1, 2}) {
+            for (int64_t w : {1, 7, 16, 17, 33}) {
+              for (int pad_kind = 0; pad_kind < 3; ++pad_kind) {
+                const uint64_t seed = base_seed + 104729u * ++index;
+                const int64_t full = (k - 1) * d;
+                // SAME-like, VALID (when the image is large enough), lopsided.
+                int64_t pt = full / 2, pb = full - full / 2, pl = full / 2, pr = full - full / 2;
+                if (pad_kind == 1) pt = pb = pl = pr = 0;
+                if (pad_kind == 2) pt = full, pb = 0, pl = 0, pr = full;
+                const int64_t h = 3 + index % 9;
+                if (h + pt + pb < full + 1 || w + pl + pr < full + 1) continue;
+                const tcb::ConvGeometry g = MakeGeometry(2, h, w, 3, k, k, 1, sr, sc, d, d, pt, pb, pl, pr);
+                for (bool input_grad : {true, false}) {
+                  (CheckNchw<float>(input_grad, g, 2, seed) ? passed : failed)++;
+                  (CheckNchw<double>(input_grad, g, 2, seed) ? passed : failed)++;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    // NCHW input gradients over the streaming threshold: planes that are whole
+    // cache lines (streamed in place), planes that are not (staged), strided.
+    for (const tcb::ConvGeometry& g : {MakeGeometry(2, 64, 64, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+                                       MakeGeometry(2, 61, 59, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+                                       MakeGeometry(2, 64, 64, 80, 3, 3, 1, 2, 2, 1, 1, 0, 1, 0, 1)}) {
+      (CheckNchw<float>(true, g, 2, base_seed + 29) ? passed : failed)++;
+      (CheckNchw<double>(true, g, 2, base_seed + 29) ? passed : failed)++;
     }
     // dx over the streaming-store threshold (2 MiB), channels in whole vectors.
     {

@@ -38,34 +38,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "tf_ops/core/zmm_avx512_inl.h"
+
 namespace tf_conv_backprop {
 namespace cpu {
 namespace TCB_ISA {
 namespace {
-
-// One zmm register of T: 16 floats or 8 doubles.
-template <typename T>
-struct Zmm;
-template <>
-struct Zmm<float> {
-  using Vec = __m512;
-  static constexpr int kLanes = 16;
-  static Vec Zero() { return _mm512_setzero_ps(); }
-  static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
-  static Vec Broadcast(float v) { return _mm512_set1_ps(v); }
-  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-  static void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
-};
-template <>
-struct Zmm<double> {
-  using Vec = __m512d;
-  static constexpr int kLanes = 8;
-  static Vec Zero() { return _mm512_setzero_pd(); }
-  static Vec Load(const double* p) { return _mm512_loadu_pd(p); }
-  static Vec Broadcast(double v) { return _mm512_set1_pd(v); }
-  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a, b, c); }
-  static void Store(double* p, Vec v) { _mm512_storeu_pd(p, v); }
-};
 
 // One tap of the tap list: where its dy values start (relative to the dy value
 // of dx pixel 0 of the tile) and its packed filter block.

@@ -140,6 +140,15 @@ bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, co
   return baseline::Conv2DBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
 }
 
+bool DepthwiseNchwDirectWins(const ConvGeometry& geo) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return avx512::DepthwiseNchwDirectWins(geo);
+    case Isa::kAvx2: return avx2::DepthwiseNchwDirectWins(geo);
+    case Isa::kBaseline: break;
+  }
+  return baseline::DepthwiseNchwDirectWins(geo);
+}
+
 template <typename A>
 bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
                                 const A* out_backprop, A* in_backprop) {

@@ -493,7 +493,7 @@ Status DepthwiseBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo,
   auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* w, const T* dy, T* dx) {
     if (g.data_format != DataFormat::kNCHW) return false;
     if constexpr (std::is_same_v<T, AccType<T>>) {
-      if (cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropInputNchw<T>(c, g, w, dy, dx)) return true;
+      if (cpu::DepthwiseNchwDirectWins(g) && cpu::DepthwiseBackpropInputNchw<T>(c, g, w, dy, dx)) return true;
     }
     return DepthwiseInputNchwBlocks(c, g, w, dy, dx);
   };
@@ -507,7 +507,7 @@ Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo
   auto direct = [](const CpuContext& c, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
     if (g.data_format != DataFormat::kNCHW) return false;
     if constexpr (std::is_same_v<T, AccType<T>>) {
-      if (cpu::DepthwiseNchwPlanarWins(g) && cpu::DepthwiseBackpropFilterNchw<T>(c, g, x, dy, dw)) return true;
+      if (cpu::DepthwiseNchwDirectWins(g) && cpu::DepthwiseBackpropFilterNchw<T>(c, g, x, dy, dw)) return true;
     }
     return DepthwiseFilterNchwBlocks(c, g, x, dy, dw);
   };

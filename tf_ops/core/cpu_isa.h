@@ -73,6 +73,7 @@ Isa SetActiveIsa(Isa isa);
   template <typename A>                                                                             \
   void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,  \
                                    const A* out_backprop, A* filter_backprop);                      \
+  bool DepthwiseNchwDirectWins(const ConvGeometry& geo);                                            \
   template <typename A>                                                                             \
   bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,  \
                                   const A* out_backprop, A* in_backprop);                           \

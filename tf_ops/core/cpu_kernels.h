@@ -60,14 +60,13 @@ template <typename A>
 bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop);
 // Where those beat the engine's channel blocks (NHWC kernels on blocks of
-// channels transposed in L2): with a multiplier > 1, where the NHWC kernels
-// add an expansion or reduction pass. Measured with `make bench` (float32,
-// AVX-512): x2 C64 @56 planar 3.0 / 4.2 ms, channel blocks 5.5 / 5.6 ms; with
-// a multiplier of 1 the channel blocks win on every shape (C144 @56 input
-// 4.1 -> 2.6 ms, C32 @112 3.2 -> 2.3 ms).
-inline bool DepthwiseNchwPlanarWins(const ConvGeometry& g) {
-  return g.depth_multiplier > 1;
-}
+// channels transposed in L2), for the active instruction set: with AVX-512,
+// multiplier 1 with 3x3 / 5x5 filters and strides <= 2 (kernels on the planes
+// as they are, depthwise_nchw_avx512_inl.h); on every ISA, multipliers > 1,
+// where the NHWC kernels add an expansion or reduction pass (x2 C64 @56 planar
+// 3.0 / 4.2 ms, channel blocks 5.5 / 5.6 ms). The generic planar kernels lose
+// to the channel blocks with a multiplier of 1 (C144 @56 input 4.1 vs 2.6 ms).
+bool DepthwiseNchwDirectWins(const ConvGeometry& geo);
 
 // The conv2d input gradient on bfloat16 NHWC tensors without converting them
 // to float (AVX512_BF16 dot products, float accumulation, one rounding to

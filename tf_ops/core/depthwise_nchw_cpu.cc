@@ -8,8 +8,10 @@
 //                                     dy plane (n, c*M+m)>.
 // Both vectorise along image rows (columns are contiguous), with no transpose
 // of the tensors. The front end uses them where they beat its channel blocks
-// (NHWC kernels on blocks of channels transposed in L2): multipliers > 1, see
-// DepthwiseNchwPlanarWins.
+// (NHWC kernels on blocks of channels transposed in L2), see
+// DepthwiseNchwDirectWins: the general kernels below for multipliers > 1; the
+// AVX-512 variant's register kernels (depthwise_nchw_avx512_inl.h) for
+// multiplier 1 with 3x3 / 5x5 filters and strides <= 2.
 //
 // Strides become "column classes": with stride s, the dx columns iw = rho + s*j
 // of one class rho read dy columns j + offset (one offset per tap), so a class is
@@ -31,6 +33,9 @@
 #include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/scratch.h"
 #include "tf_ops/core/simd_vec_inl.h"
+#if defined(__AVX512F__)
+#include "tf_ops/core/depthwise_nchw_avx512_inl.h"
+#endif
 
 #ifndef TCB_ISA
 #error "compile with -DTCB_ISA=baseline|avx2|avx512 and that ISA's -m flags (see cpu_isa.h)"
@@ -253,15 +258,34 @@ bool FilterGradNchw(const CpuContext& ctx, const ConvGeometry& g, const A* x, co
 
 }  // namespace
 
+bool DepthwiseNchwDirectWins(const ConvGeometry& geo) {
+#if defined(__AVX512F__)
+  if (ZmmNchwApplies(geo)) return true;
+#endif
+  return geo.depth_multiplier > 1;
+}
+
 template <typename A>
 bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
                                 const A* out_backprop, A* in_backprop) {
+#if defined(__AVX512F__)
+  if (ZmmNchwApplies(geo)) {
+    ZmmNchwInputGradient(ctx, geo, filter, out_backprop, in_backprop);
+    return true;
+  }
+#endif
   return InputGradNchw(ctx, geo, filter, out_backprop, in_backprop);
 }
 
 template <typename A>
 bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop) {
+#if defined(__AVX512F__)
+  if (ZmmNchwApplies(geo)) {
+    ZmmNchwFilterGradient(ctx, geo, input, out_backprop, filter_backprop);
+    return true;
+  }
+#endif
   return FilterGradNchw(ctx, geo, input, out_backprop, filter_backprop);
 }
 
