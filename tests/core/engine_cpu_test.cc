@@ -277,6 +277,12 @@ void CheckAllLayouts(uint64_t seed) {
     // image, odd batch 5 -> 2+2+1 images (double: 5 chunks of 1).
     CheckGradients<T>(Geometry(true, 5, 64, 64, 56, 1, 3, 1, 1, f), seed + 2, 2, true);
     CheckGradients<T>(Geometry(false, 5, 60, 60, 128, 8, 1, 1, 0, f), seed + 3, 2, true);
+    // NCHW conv2d filter gradient on x as it is (AVX-512, Cout in whole
+    // vectors): strided, a 3-channel stem-like 7x7, and dy chunks of 2 MiB
+    // (float: 3 + 2 images, double: 5 chunks of 1).
+    CheckGradients<T>(Geometry(false, 5, 21, 19, 7, 32, 3, 2, 1, f), seed + 7, 2, true);
+    CheckGradients<T>(Geometry(false, 2, 30, 27, 3, 64, 7, 2, 3, f), seed + 8, 2, true);
+    CheckGradients<T>(Geometry(false, 5, 32, 32, 5, 144, 3, 1, 1, f), seed + 9, 2, true);
     // 1x1 NCHW filter gradient in slices of dW columns (Cout > Cin), ragged.
     CheckGradients<T>(Geometry(false, 3, 9, 11, 24, 80, 1, 1, 0, f), seed + 6, 2, true);
     // Depthwise NCHW channel blocks: small planes, several images and a ragged

@@ -432,7 +432,13 @@ template bool Conv2DBackpropInputNchw<double>(const CpuContext&, const ConvGeome
 template <typename A>
 bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& g, const A* input,
                               const A* out_backprop, A* filter_backprop) {
-  if (!IsPointwise(g)) return false;
+  if (!IsPointwise(g)) {
+#if defined(__AVX512F__)
+    return DirectFilterGradNchw(ctx, g, input, out_backprop, filter_backprop);
+#else
+    return false;
+#endif
+  }
   using StridedMap = Eigen::Map<RowMatrix<A>, 0, Eigen::OuterStride<>>;
   constexpr int64_t kSlice = 64;
   const int64_t cin = g.in_depth, cout = g.out_depth, pixels = g.in_rows * g.in_cols;

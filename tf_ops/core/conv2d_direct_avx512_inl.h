@@ -430,8 +430,9 @@ inline typename Zmm<T>::Vec BroadcastAs(In v) {
   }
 }
 
-template <typename T, typename In, int R, int V>
-inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x_stride,
+// kPlanarX: x is NCHW, its channels x_planes apart (else x_planes is 1).
+template <typename T, typename In, int R, int V, bool kPlanarX>
+inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x_stride, int64_t x_planes,
                              int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
   constexpr int kLanes = Zmm<T>::kLanes;
   typename Zmm<T>::Vec acc[R][V];
@@ -451,7 +452,7 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
       for (int v = 0; v < V; ++v) dv[v] = LoadAs<T>(d + kLanes * v);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const typename Zmm<T>::Vec b = BroadcastAs<T>(x[r]);
+        const typename Zmm<T>::Vec b = BroadcastAs<T>(x[kPlanarX ? r * x_planes : r]);
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Fma(b, dv[v], acc[r][v]);
       }
@@ -464,14 +465,16 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
   }
 }
 
-template <typename T, typename In, int V>
+template <typename T, typename In, int V, bool kPlanarX>
 void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs, int64_t x_stride,
-                             int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
+                             int64_t x_planes, int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
   constexpr int R = kTileRows[V];
   switch (rows) {
 #define TCB_TILE(n)                                                                         \
   case n:                                                                                   \
-    if constexpr (n <= R) DirectFilterTile<T, In, n, V>(segs, nsegs, x_stride, dy_stride, first, dw, dw_stride); \
+    if constexpr (n <= R) {                                                                 \
+      DirectFilterTile<T, In, n, V, kPlanarX>(segs, nsegs, x_stride, x_planes, dy_stride, first, dw, dw_stride); \
+    }                                                                                       \
     break;
     TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
     TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13) TCB_TILE(14)
@@ -485,9 +488,11 @@ void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs,
 constexpr int64_t kDirectFilterBlockBytes = int64_t{384} << 10;
 constexpr int64_t kMaxBlockRows = 64;
 
-template <typename T, int V, typename In = T>
+// kPlanarX: x in NCHW (dy is always NHWC). accumulate: add to dW instead of
+// overwriting it (NCHW takes the batch in chunks).
+template <typename T, int V, typename In = T, bool kPlanarX = false>
 void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In* x,
-                          const In* dy, T* dw) {
+                          const In* dy, T* dw, bool accumulate = false) {
   constexpr int kLanes = Zmm<T>::kLanes;
   constexpr int R = kTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth;
@@ -502,6 +507,7 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
       std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / row_bytes));
   const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
   const int64_t flops_per_unit = rows_total * g.out_cols * R * cout;
+  const int64_t x_planes = kPlanarX ? g.in_rows * g.in_cols : 1;
   ctx.For(shards, flops_per_unit * units / shards, [&](int64_t begin, int64_t end) {
     FilterSegment<In> segs[kMaxBlockRows];
     for (int64_t s = begin; s < end; ++s) {
@@ -528,21 +534,21 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
                 const int64_t n = row / g.out_rows, oh = row % g.out_rows;
                 const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
                 if (ih < 0 || ih >= g.in_rows) continue;
-                segs[nsegs++] = FilterSegment<In>{
-                    x + ((n * g.in_rows + ih) * g.in_cols + ow_lo * g.stride_cols + col0) * cin,
-                    dy + (row * g.out_cols + ow_lo) * cout, ow_hi - ow_lo + 1};
+                const int64_t pixel = (n * (kPlanarX ? cin : 1) * g.in_rows + ih) * g.in_cols + ow_lo * g.stride_cols + col0;
+                segs[nsegs++] = FilterSegment<In>{x + pixel * (kPlanarX ? 1 : cin),
+                                                  dy + (row * g.out_cols + ow_lo) * cout, ow_hi - ow_lo + 1};
               }
             }
           }
           T* dw_tile = dw + (t * cin + ci0) * cout;
-          const bool first = r0 == 0;
+          const bool first = r0 == 0 && !accumulate;
           for (int64_t b = 0; b < co_blocks; ++b) {
             FilterSegment<In> shifted[kMaxBlockRows];
             for (int i = 0; i < nsegs; ++i) {
-              shifted[i] = FilterSegment<In>{segs[i].x + ci0, segs[i].dy + b * kLanes * V, segs[i].count};
+              shifted[i] = FilterSegment<In>{segs[i].x + ci0 * x_planes, segs[i].dy + b * kLanes * V, segs[i].count};
             }
-            DirectFilterTileAnyRows<T, In, V>(rows, shifted, nsegs, g.stride_cols * cin, cout, first,
-                                       dw_tile + b * kLanes * V, cout);
+            DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, shifted, nsegs, g.stride_cols * (kPlanarX ? 1 : cin),
+                                                        x_planes, cout, first, dw_tile + b * kLanes * V, cout);
           }
         }
       }
@@ -563,6 +569,56 @@ bool DirectFilterGrad(const CpuContext& ctx, const ConvGeometry& g, const T* x, 
     DirectFilterGradImpl<T, 2>(ctx, g, x, dy, dw);
   } else {
     DirectFilterGradImpl<T, 1>(ctx, g, x, dy, dw);
+  }
+  return true;
+}
+
+// The filter gradient on NCHW tensors: x is read as it is (the tile broadcasts
+// its R input channels from R planes instead of R neighbours), and only dy,
+// whose output channels the tile loads as vectors, is transposed to NHWC, a
+// chunk of images at a time into a buffer the kernel then reads from cache.
+// Chunks add into dW in order, so the sums do not depend on the thread count.
+constexpr int64_t kNchwDyChunkBytes = int64_t{2} << 20;
+constexpr int64_t kTransposePixels = 256;  // pixels per unit of the dy transpose
+
+template <typename T, int V>
+void DirectFilterGradNchwImpl(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+  const int64_t cout = g.out_depth, pixels = g.out_rows * g.out_cols, dy_image = cout * pixels;
+  const int64_t x_image = g.in_depth * g.in_rows * g.in_cols;
+  const int64_t images =
+      std::max<int64_t>(1, std::min(g.batch, kNchwDyChunkBytes / (dy_image * static_cast<int64_t>(sizeof(T)))));
+  const int64_t blocks = (pixels + kTransposePixels - 1) / kTransposePixels;
+  ScratchBuffer<T> dy_nhwc(images * dy_image);
+  for (int64_t n0 = 0; n0 < g.batch; n0 += images) {
+    const int64_t nb = std::min(images, g.batch - n0);
+    ctx.For(nb * blocks, kTransposePixels * cout, [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t n = u / blocks, p0 = u % blocks * kTransposePixels;
+        const int64_t pn = std::min(kTransposePixels, pixels - p0);
+        TransposeConvert<T, T>(dy + (n0 + n) * dy_image + p0, pixels, dy_nhwc.data() + (n * pixels + p0) * cout, cout,
+                               cout, pn, /*stream=*/false);
+      }
+    });
+    ConvGeometry chunk = g;
+    chunk.batch = nb;
+    chunk.input_elements = nb * x_image;
+    chunk.out_backprop_elements = nb * dy_image;
+    DirectFilterGradImpl<T, V, T, true>(ctx, chunk, x + n0 * x_image, dy_nhwc.data(), dw, /*accumulate=*/n0 > 0);
+  }
+}
+
+// Where the filter-gradient tile applies (output channels in whole vectors);
+// false leaves dW untouched.
+template <typename T>
+bool DirectFilterGradNchw(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+  constexpr int kLanes = Zmm<T>::kLanes;
+  if (g.out_depth % kLanes != 0) return false;
+  if (g.out_depth % (4 * kLanes) == 0) {
+    DirectFilterGradNchwImpl<T, 4>(ctx, g, x, dy, dw);
+  } else if (g.out_depth % (2 * kLanes) == 0) {
+    DirectFilterGradNchwImpl<T, 2>(ctx, g, x, dy, dw);
+  } else {
+    DirectFilterGradNchwImpl<T, 1>(ctx, g, x, dy, dw);
   }
   return true;
 }
@@ -608,14 +664,14 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
       for (; p + kChunk <= p_end; p += kChunk) {
         for (int64_t ci = 0; ci < cin; ci += R) {
           const FilterSegment<T> seg{wt.data() + ci, dy_n + p, cout};
-          DirectFilterTileAnyRows<T, T, V>(static_cast<int>(std::min<int64_t>(R, cin - ci)), &seg, 1, cin,
+          DirectFilterTileAnyRows<T, T, V, false>(static_cast<int>(std::min<int64_t>(R, cin - ci)), &seg, 1, cin, 1,
                                            hw, true, dx_n + ci * hw + p, hw);
         }
       }
       for (; p + kLanes <= p_end; p += kLanes) {
         for (int64_t ci = 0; ci < cin; ci += R1) {
           const FilterSegment<T> seg{wt.data() + ci, dy_n + p, cout};
-          DirectFilterTileAnyRows<T, T, 1>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin,
+          DirectFilterTileAnyRows<T, T, 1, false>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin, 1,
                                            hw, true, dx_n + ci * hw + p, hw);
         }
       }
@@ -628,7 +684,7 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
         }
         for (int64_t ci = 0; ci < cin; ci += R1) {
           const FilterSegment<T> seg{wt.data() + ci, dy_tail.data(), cout};
-          DirectFilterTileAnyRows<T, T, 1>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin,
+          DirectFilterTileAnyRows<T, T, 1, false>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin, 1,
                                            kLanes, true, dx_tail.data() + ci * kLanes, kLanes);
         }
         for (int64_t ci = 0; ci < cin; ++ci) {
