@@ -113,6 +113,17 @@ void FlatTapMasks(const ConvGeometry& g, int64_t rows, int64_t cols, int64_t oth
 // A mask table above this size leaves the call to the per-row kernels.
 constexpr int64_t kMaxMaskTableBytes = int64_t{512} << 10;
 
+// The register kernels' per-thread scratch (a plane: the even/odd split of x,
+// or dx staged for streaming), summed over the threads, stays within this, or
+// the call takes the other paths (bounded per unit of work).
+constexpr int64_t kMaxPlanesBytes = int64_t{32} << 20;
+
+template <typename T>
+bool ZmmNchwScratchFits(const CpuContext& ctx, const ConvGeometry& g) {
+  const int64_t plane_bytes = g.in_rows * (g.in_cols + 2 * Zmm<T>::kLanes) * static_cast<int64_t>(sizeof(T));
+  return plane_bytes * std::max(1, ctx.num_threads) <= kMaxPlanesBytes;
+}
+
 // ---- Filter gradient -------------------------------------------------------
 
 // Channels whose per-lane tap sums one thread keeps in memory between images

@@ -269,7 +269,7 @@ template <typename A>
 bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
                                 const A* out_backprop, A* in_backprop) {
 #if defined(__AVX512F__)
-  if (ZmmNchwApplies(geo)) {
+  if (ZmmNchwApplies(geo) && ZmmNchwScratchFits<A>(ctx, geo)) {
     ZmmNchwInputGradient(ctx, geo, filter, out_backprop, in_backprop);
     return true;
   }
@@ -281,7 +281,7 @@ template <typename A>
 bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                                  const A* out_backprop, A* filter_backprop) {
 #if defined(__AVX512F__)
-  if (ZmmNchwApplies(geo)) {
+  if (ZmmNchwApplies(geo) && ZmmNchwScratchFits<A>(ctx, geo)) {
     ZmmNchwFilterGradient(ctx, geo, input, out_backprop, filter_backprop);
     return true;
   }
