@@ -4,13 +4,14 @@
 //
 // With a multiplier of 1 each channel is an independent 2-D stencil on its
 // plane, and memory bandwidth, not arithmetic, bounds both gradients. So a
-// vector runs along a plane row and every tap is handled in the same pass over
-// the row: the filter gradient keeps one accumulator per tap in registers and
-// loads each dy vector once for all of them; the input gradient keeps the taps'
-// weights in registers and stores each dx vector once. Rows shorter than a
-// vector (7x7, 14x14 planes) waste lanes, which costs arithmetic that is there
-// to spare; the engine's alternative, transposing blocks of channels to NHWC
-// and back, costs passes over the data.
+// vector runs along the plane and every tap is handled in the same pass: the
+// filter gradient keeps one accumulator per tap in registers and loads each
+// dy vector once for all of them; the input gradient keeps the taps' weights
+// in registers and stores each dx vector once. With stride 1 and SAME-like
+// columns a whole plane is one flat run of vectors (see FlatPlanes), so small
+// planes (7x7, 14x14) keep every lane busy; other geometries go row by row.
+// The engine's alternative, transposing blocks of channels to NHWC and back,
+// costs passes over the data.
 //
 // Exactness: a tap whose input column (filter gradient) or dy column (input
 // gradient) is outside the image contributes no term, as in TF: every product
