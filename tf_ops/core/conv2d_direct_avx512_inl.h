@@ -599,11 +599,8 @@ void DirectFilterGradNchwImpl(const CpuContext& ctx, const ConvGeometry& g, cons
                                cout, pn, /*stream=*/false);
       }
     });
-    ConvGeometry chunk = g;
-    chunk.batch = nb;
-    chunk.input_elements = nb * x_image;
-    chunk.out_backprop_elements = nb * dy_image;
-    DirectFilterGradImpl<T, V, T, true>(ctx, chunk, x + n0 * x_image, dy_nhwc.data(), dw, /*accumulate=*/n0 > 0);
+    DirectFilterGradImpl<T, V, T, true>(ctx, BatchSlice(g, nb), x + n0 * x_image, dy_nhwc.data(), dw,
+                                        /*accumulate=*/n0 > 0);
   }
 }
 

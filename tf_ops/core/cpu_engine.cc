@@ -139,11 +139,8 @@ ChunkPlan PlanChunks(int64_t batch, int64_t bytes_per_image, int64_t budget, int
 
 // The same geometry for images [n0, n0 + images): NHWC, smaller batch.
 ConvGeometry ChunkGeometry(const ConvGeometry& g, int64_t images) {
-  ConvGeometry c = g;
-  c.batch = images;
+  ConvGeometry c = BatchSlice(g, images);
   c.data_format = DataFormat::kNHWC;
-  c.input_elements = images * g.in_rows * g.in_cols * g.in_depth;
-  c.out_backprop_elements = images * g.out_rows * g.out_cols * g.out_depth;
   return c;
 }
 

@@ -321,6 +321,14 @@ Status ShapeFromSizes(OpKind op, const ConvAttrs& attrs, const std::vector<int64
   return OkStatus();
 }
 
+ConvGeometry BatchSlice(const ConvGeometry& g, int64_t images) {
+  ConvGeometry s = g;
+  s.batch = images;
+  s.input_elements = images * g.in_rows * g.in_cols * g.in_depth;
+  s.out_backprop_elements = images * g.out_rows * g.out_cols * g.out_depth;
+  return s;
+}
+
 Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int64_t>& input_shape,
                        const std::vector<int64_t>& filter_shape,
                        const std::vector<int64_t>& out_backprop_shape, ConvGeometry* geo) {

@@ -107,6 +107,10 @@ struct ConvGeometry {
   int64_t eff_filter_cols() const { return (filter_cols - 1) * dilation_cols + 1; }
 };
 
+// The same geometry for `images` images of the batch (the element counts to
+// match): how the engines run a batch in chunks.
+ConvGeometry BatchSlice(const ConvGeometry& g, int64_t images);
+
 // Forward output size and padding for one spatial dimension (TF's
 // GetWindowedOutputSizeVerbose, with C++ truncating division), overflow-checked.
 Status WindowedOutputSize(int64_t in, int64_t filter, int64_t dilation, int64_t stride,
