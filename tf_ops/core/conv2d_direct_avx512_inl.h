@@ -431,9 +431,10 @@ inline typename Zmm<T>::Vec BroadcastAs(In v) {
 }
 
 // kPlanarX: x is NCHW, its channels x_planes apart (else x_planes is 1).
+// x_ahead: where, relative to a pixel's x, to prefetch the x of a later pixel.
 template <typename T, typename In, int R, int V, bool kPlanarX>
 inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x_stride, int64_t x_planes,
-                             int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
+                             int64_t x_ahead, int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
   constexpr int kLanes = Zmm<T>::kLanes;
   typename Zmm<T>::Vec acc[R][V];
 #pragma GCC unroll 16
@@ -447,6 +448,7 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
     const In* x = segs[s].x;
     const In* d = segs[s].dy;
     for (int64_t i = 0; i < segs[s].count; ++i, x += x_stride, d += dy_stride) {
+      _mm_prefetch(reinterpret_cast<const char*>(x + x_ahead), _MM_HINT_T0);
       typename Zmm<T>::Vec dv[V];
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) dv[v] = LoadAs<T>(d + kLanes * v);
@@ -467,13 +469,15 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
 
 template <typename T, typename In, int V, bool kPlanarX>
 void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs, int64_t x_stride,
-                             int64_t x_planes, int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
+                             int64_t x_planes, int64_t x_ahead, int64_t dy_stride, bool first, T* dw,
+                             int64_t dw_stride) {
   constexpr int R = kTileRows[V];
   switch (rows) {
 #define TCB_TILE(n)                                                                         \
   case n:                                                                                   \
     if constexpr (n <= R) {                                                                 \
-      DirectFilterTile<T, In, n, V, kPlanarX>(segs, nsegs, x_stride, x_planes, dy_stride, first, dw, dw_stride); \
+      DirectFilterTile<T, In, n, V, kPlanarX>(segs, nsegs, x_stride, x_planes, x_ahead, dy_stride, first, dw, \
+                                              dw_stride);                                   \
     }                                                                                       \
     break;
     TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
@@ -482,6 +486,8 @@ void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs,
     default: break;
   }
 }
+
+constexpr int64_t kPrefetchPixels = 16;
 
 // dy rows per pixel block: the block's dy and the x rows its taps read stay
 // in L2 while every unit of a thread passes over them.
@@ -508,6 +514,11 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
   const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
   const int64_t flops_per_unit = rows_total * g.out_cols * R * cout;
   const int64_t x_planes = kPlanarX ? g.in_rows * g.in_cols : 1;
+  const int64_t x_stride = g.stride_cols * (kPlanarX ? 1 : cin);
+  // A 1x1 filter reads each pixel's x once per tile, a new cache line every
+  // pixel: fetch it kPrefetchPixels ahead (measured on 1x1 256->64 @56, kernel
+  // only: double 17-19 -> 13-14 ms, float 6.7-7.9 -> 6.6-7.1 ms; 3x3 even).
+  const int64_t x_ahead = taps == 1 ? kPrefetchPixels * x_stride : 0;
   ctx.For(shards, flops_per_unit * units / shards, [&](int64_t begin, int64_t end) {
     FilterSegment<In> segs[kMaxBlockRows];
     for (int64_t s = begin; s < end; ++s) {
@@ -547,8 +558,8 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
             for (int i = 0; i < nsegs; ++i) {
               shifted[i] = FilterSegment<In>{segs[i].x + ci0 * x_planes, segs[i].dy + b * kLanes * V, segs[i].count};
             }
-            DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, shifted, nsegs, g.stride_cols * (kPlanarX ? 1 : cin),
-                                                        x_planes, cout, first, dw_tile + b * kLanes * V, cout);
+            DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, shifted, nsegs, x_stride, x_planes, x_ahead, cout, first,
+                                                        dw_tile + b * kLanes * V, cout);
           }
         }
       }
@@ -661,14 +672,14 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
       for (; p + kChunk <= p_end; p += kChunk) {
         for (int64_t ci = 0; ci < cin; ci += R) {
           const FilterSegment<T> seg{wt.data() + ci, dy_n + p, cout};
-          DirectFilterTileAnyRows<T, T, V, false>(static_cast<int>(std::min<int64_t>(R, cin - ci)), &seg, 1, cin, 1,
+          DirectFilterTileAnyRows<T, T, V, false>(static_cast<int>(std::min<int64_t>(R, cin - ci)), &seg, 1, cin, 1, 0,
                                            hw, true, dx_n + ci * hw + p, hw);
         }
       }
       for (; p + kLanes <= p_end; p += kLanes) {
         for (int64_t ci = 0; ci < cin; ci += R1) {
           const FilterSegment<T> seg{wt.data() + ci, dy_n + p, cout};
-          DirectFilterTileAnyRows<T, T, 1, false>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin, 1,
+          DirectFilterTileAnyRows<T, T, 1, false>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin, 1, 0,
                                            hw, true, dx_n + ci * hw + p, hw);
         }
       }
@@ -681,7 +692,7 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
         }
         for (int64_t ci = 0; ci < cin; ci += R1) {
           const FilterSegment<T> seg{wt.data() + ci, dy_tail.data(), cout};
-          DirectFilterTileAnyRows<T, T, 1, false>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin, 1,
+          DirectFilterTileAnyRows<T, T, 1, false>(static_cast<int>(std::min<int64_t>(R1, cin - ci)), &seg, 1, cin, 1, 0,
                                            kLanes, true, dx_tail.data() + ci * kLanes, kLanes);
         }
         for (int64_t ci = 0; ci < cin; ++ci) {
