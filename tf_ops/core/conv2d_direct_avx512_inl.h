@@ -567,21 +567,29 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
   });
 }
 
+// The filter-gradient tile's width for `cout` output channels: the widest V of
+// 4, 2, 1 vectors that divides them, passed to fn as a constant; false (fn not
+// called) when they are not whole vectors.
+template <typename T, typename Fn>
+bool WithCoutVectors(int64_t cout, Fn&& fn) {
+  constexpr int kLanes = Zmm<T>::kLanes;
+  if (cout % kLanes != 0) return false;
+  if (cout % (4 * kLanes) == 0) {
+    fn(std::integral_constant<int, 4>{});
+  } else if (cout % (2 * kLanes) == 0) {
+    fn(std::integral_constant<int, 2>{});
+  } else {
+    fn(std::integral_constant<int, 1>{});
+  }
+  return true;
+}
+
 // Runs the direct filter-gradient kernel when it applies (output channels in
 // whole vectors); false leaves dW untouched.
 template <typename T>
 bool DirectFilterGrad(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy,
                       T* dw) {
-  constexpr int kLanes = Zmm<T>::kLanes;
-  if (g.out_depth % kLanes != 0) return false;
-  if (g.out_depth % (4 * kLanes) == 0) {
-    DirectFilterGradImpl<T, 4>(ctx, g, x, dy, dw);
-  } else if (g.out_depth % (2 * kLanes) == 0) {
-    DirectFilterGradImpl<T, 2>(ctx, g, x, dy, dw);
-  } else {
-    DirectFilterGradImpl<T, 1>(ctx, g, x, dy, dw);
-  }
-  return true;
+  return WithCoutVectors<T>(g.out_depth, [&](auto v) { DirectFilterGradImpl<T, decltype(v)::value>(ctx, g, x, dy, dw); });
 }
 
 // The filter gradient on NCHW tensors: x is read as it is (the tile broadcasts
@@ -619,16 +627,8 @@ void DirectFilterGradNchwImpl(const CpuContext& ctx, const ConvGeometry& g, cons
 // false leaves dW untouched.
 template <typename T>
 bool DirectFilterGradNchw(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
-  constexpr int kLanes = Zmm<T>::kLanes;
-  if (g.out_depth % kLanes != 0) return false;
-  if (g.out_depth % (4 * kLanes) == 0) {
-    DirectFilterGradNchwImpl<T, 4>(ctx, g, x, dy, dw);
-  } else if (g.out_depth % (2 * kLanes) == 0) {
-    DirectFilterGradNchwImpl<T, 2>(ctx, g, x, dy, dw);
-  } else {
-    DirectFilterGradNchwImpl<T, 1>(ctx, g, x, dy, dw);
-  }
-  return true;
+  return WithCoutVectors<T>(g.out_depth,
+                            [&](auto v) { DirectFilterGradNchwImpl<T, decltype(v)::value>(ctx, g, x, dy, dw); });
 }
 
 // ---- NCHW 1x1 input gradient ------------------------------------------------------
@@ -707,15 +707,8 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
 // inputs in registers. Any AVX-512 CPU; Cout in whole vectors.
 bool DirectFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
                           const uint16_t* dy, float* dw) {
-  if (g.out_depth % 16 != 0) return false;
-  if (g.out_depth % 64 == 0) {
-    DirectFilterGradImpl<float, 4>(ctx, g, x, dy, dw);
-  } else if (g.out_depth % 32 == 0) {
-    DirectFilterGradImpl<float, 2>(ctx, g, x, dy, dw);
-  } else {
-    DirectFilterGradImpl<float, 1>(ctx, g, x, dy, dw);
-  }
-  return true;
+  return WithCoutVectors<float>(
+      g.out_depth, [&](auto v) { DirectFilterGradImpl<float, decltype(v)::value>(ctx, g, x, dy, dw); });
 }
 
 }  // namespace
