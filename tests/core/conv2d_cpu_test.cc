@@ -121,6 +121,11 @@ ConvGeometry RandomGeometry(int i, std::mt19937_64& rng) {
     } else if (i % 50 == 2) {
       ok = MakeGeometry(2, pick(24, 32), pick(24, 32), pick(40, 64), pick(16, 48), 3, 3,
                         pick(1, 2), 1, 1, pick(1, 2), 1, 1, 1, 1, &g);
+    } else if (i % 50 == 7) {
+      // A filter whose 4-vector input-channel blocks outgrow L2 (taps x Cout >
+      // 3072): the direct input gradient takes narrower tiles than Cin allows.
+      ok = MakeGeometry(pick(1, 2), pick(3, 7), pick(3, 7), 64 * pick(1, 2), pick(350, 400), 3, 3,
+                        1, 1, 1, 1, 1, 1, 1, 1, &g);
     } else if (i % 50 == 3 || i % 50 == 4) {
       // A filter over kSplitFilterBytes (1 MiB in float and double): the filter
       // gradient split by (tap, channel block); few pixels per image, so the
