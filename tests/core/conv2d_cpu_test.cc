@@ -342,6 +342,59 @@ void CheckNonFiniteFilter(Tally* tally) {
   }
 }
 
+// The bfloat16 filter gradient's pair kernel (AVX512_BF16) beyond the random
+// shapes: geometries it cuts into several chunks (two images, then one; rows
+// of one image, stride 2), and an inf in x or dy, where the zero columns and
+// the odd pixel's zero would make 0 * inf = NaN: it must hand over to the
+// widening tiles, leaving inf and NaN exactly where the reference has them.
+void CheckBf16FilterPairs(Tally* tally) {
+  using Bf16 = Eigen::bfloat16;
+  struct Shape {
+    const char* what;
+    int64_t batch, rows, cols, sr;
+    int x_inf, dy_inf;  // flat index of an inf, or -1
+  };
+  const Shape shapes[] = {{"chunks of whole images", 3, 100, 350, 1, -1, -1},
+                          {"chunks of rows", 1, 120, 1500, 2, -1, -1},
+                          // x column 6 of 7: read with the odd pixel's zero dy
+                          {"inf in x", 2, 5, 7, 1, (1 * 7 + 6) * 16 + 3, -1},
+                          // dy column 0: read with the left zero column of x
+                          {"inf in dy", 2, 5, 7, 1, -1, (2 * 7 + 0) * 16 + 5}};
+  for (const Shape& sh : shapes) {
+    ConvGeometry g;
+    MakeGeometry(sh.batch, sh.rows, sh.cols, 16, 16, 3, 3, sh.sr, 1, 1, 1, 1, 1, 1, 1, &g);
+    std::mt19937_64 rng(sh.cols);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<Bf16> x(g.input_elements), dy(g.out_backprop_elements);
+    for (Bf16& e : x) e = Bf16(uniform(rng));
+    for (Bf16& e : dy) e = Bf16(uniform(rng));
+    if (sh.x_inf >= 0) x[sh.x_inf] = Bf16(std::numeric_limits<float>::infinity());
+    if (sh.dy_inf >= 0) dy[sh.dy_inf] = Bf16(std::numeric_limits<float>::infinity());
+    std::vector<double> x64(x.begin(), x.end()), dy64(dy.begin(), dy.end());
+    const std::vector<double> ref = naive::Gradient(g, false, x64.data(), dy64.data());
+    std::vector<Bf16> out(g.filter_elements, Bf16(std::numeric_limits<float>::quiet_NaN()));
+    if (!cpu::Conv2DBackpropFilterBf16Nhwc(MakeContext(2, false), g, x.data(), dy.data(), out.data())) {
+      ++tally->failed;
+      std::printf("FAIL Conv2DBackpropFilterBf16Nhwc declined (%s)\n", sh.what);
+      continue;
+    }
+    int64_t bad = 0, nonfinite = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double o = static_cast<float>(out[i]), r = ref[i];
+      nonfinite += !std::isfinite(r);
+      bad += std::isfinite(r) ? !(std::abs(o - r) <= 2e-2 * (1 + std::abs(r)))  // NaN is bad
+                              : !(std::isnan(r) ? std::isnan(o) : o == r);
+    }
+    if (bad == 0 && (sh.x_inf < 0 && sh.dy_inf < 0) == (nonfinite == 0)) {
+      ++tally->passed;
+    } else {
+      ++tally->failed;
+      std::printf("FAIL Conv2DBackpropFilterBf16Nhwc %s: %lld elements differ (%lld non-finite)\n", sh.what,
+                  (long long)bad, (long long)nonfinite);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -364,6 +417,7 @@ int main(int argc, char** argv) {
     }
     CheckNonFiniteFilter<float>(&tally);
     CheckNonFiniteFilter<double>(&tally);
+    if (isa == cpu::Isa::kAvx512) CheckBf16FilterPairs(&tally);
     std::printf("isa %s: %d failed\n", cpu::IsaName(isa), tally.failed - failed_before);
   }
   cpu::SetActiveIsa(selected);

@@ -1,7 +1,7 @@
 // Direct (no col buffer) AVX-512 kernels for the conv2d gradients, float and
-// double, NHWC: the input gradient (input channels in whole vectors; also
-// bfloat16 with AVX512_BF16) and the filter gradient (output channels in whole
-// vectors), any stride and dilation. Included by conv2d_backprop_cpu.cc in its AVX-512 variant only;
+// double, NHWC: the input gradient (input channels in whole vectors) and the
+// filter gradient (output channels in whole vectors), any stride and dilation;
+// both also on bfloat16 with AVX512_BF16 dot products. Included by conv2d_backprop_cpu.cc in its AVX-512 variant only;
 // other shapes and ISAs run the Eigen GEMM kernels there.
 //
 // With stride 1, dx is a convolution of dy with the filter's taps mirrored:
@@ -734,12 +734,240 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
   });
 }
 
-// bfloat16 x and dy (as their bits), float dW: the same tiles widening the
+// ---- bfloat16 filter gradient with vdpbf16ps (AVX512_BF16) --------------------
+// vdpbf16ps sums a pair of products per lane; here the pair runs along the
+// filter gradient's reduction: two dy pixels of one row. Per chunk of dy rows,
+// dy is repacked as pixel pairs [row][j][co] (pixels 2j and 2j+1 of the row as
+// one 32-bit lane; an odd last pixel paired with 0) and x as column pairs
+// [image][ih][c][ci] = (x[c], x[c + sw]) for every column c a tap reads, zero
+// outside the image. The tile then broadcasts R x pairs and loads V dy-pair
+// vectors per pixel pair and issues R*V dot products: half the instructions
+// of the widening tiles, one conversion-free pass. The zero columns and the
+// odd pixel multiply real values, exact only when x and dy are finite, so the
+// repacking checks them and the caller falls back to the widening tiles where
+// they are not. Like the input gradient, the instruction flushes denormals.
+constexpr int64_t kPairChunkBytes = int64_t{8} << 20;
+
+template <int R, int V>
+TCB_BF16_TARGET inline void PairFilterTileBf16(const FilterSegment<uint32_t>* segs, int nsegs,
+                                               int64_t x_step, int64_t x_ahead, int64_t dy_stride,
+                                               bool first, float* dw, int64_t dw_stride) {
+  __m512 acc[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(dw + r * dw_stride + 16 * v);
+  }
+  for (int s = 0; s < nsegs; ++s) {
+    const uint32_t* x = segs[s].x;
+    const uint32_t* d = segs[s].dy;
+    for (int64_t i = 0; i < segs[s].count; ++i, x += x_step, d += dy_stride) {
+      _mm_prefetch(reinterpret_cast<const char*>(x + x_ahead), _MM_HINT_T0);
+      __m512bh dv[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) dv[v] = (__m512bh)_mm512_loadu_si512(d + 16 * v);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512bh b = (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(x[r]));
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], b, dv[v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(dw + r * dw_stride + 16 * v, acc[r][v]);
+  }
+}
+
+template <int V>
+TCB_BF16_TARGET __attribute__((noinline)) void PairFilterTileAnyRows(
+    int rows, const FilterSegment<uint32_t>* segs, int nsegs, int64_t x_step, int64_t x_ahead,
+    int64_t dy_stride, bool first, float* dw, int64_t dw_stride) {
+  constexpr int R = kTileRows[V];
+  switch (rows) {
+#define TCB_TILE(n)                                                                                  \
+  case n:                                                                                            \
+    if constexpr (n <= R) PairFilterTileBf16<n, V>(segs, nsegs, x_step, x_ahead, dy_stride, first, dw, dw_stride); \
+    break;
+    TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
+    TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13) TCB_TILE(14)
+#undef TCB_TILE
+    default: break;
+  }
+}
+
+// dst[i] = (lo[i], hi[i]) as one 32-bit pair for i < n, a null source read as
+// zeros; false when a value is an inf or a NaN.
+inline bool PackPairs(const uint16_t* lo, const uint16_t* hi, int64_t n, uint32_t* dst) {
+  const __m512i exponent = _mm512_set1_epi16(0x7f80);
+  __mmask32 bad = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i a = lo ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + i)))
+                         : _mm512_setzero_si512();
+    const __m512i b = hi ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + i)))
+                         : _mm512_setzero_si512();
+    const __m512i pair = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+    bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pair, exponent), exponent);
+    _mm512_storeu_si512(dst + i, pair);
+  }
+  bool finite = bad == 0;
+  for (; i < n; ++i) {
+    const uint32_t a = lo ? lo[i] : 0, b = hi ? hi[i] : 0;
+    finite &= (a & 0x7f80) != 0x7f80 && (b & 0x7f80) != 0x7f80;
+    dst[i] = a | (b << 16);
+  }
+  return finite;
+}
+
+// dW (float) from bfloat16 x and dy with the pair tiles; false when x or dy
+// holds an inf or NaN (dW then unspecified) or one dy row's chunk would not
+// fit the scratch budget (dW untouched).
+template <int V>
+bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
+                        const uint16_t* dy, float* dw) {
+  constexpr int R = kTileRows[V];
+  const int64_t cin = g.in_depth, cout = g.out_depth, ow_n = g.out_cols, oh_n = g.out_rows;
+  const int64_t kw_n = g.filter_cols, taps = g.filter_rows * kw_n;
+  const int64_t sh = g.stride_rows, sw = g.stride_cols;
+  const int64_t pairs = (ow_n + 1) / 2;  // per dy row
+  // Pair j of a tap reads x column k - pad_left with k = 2j*sw + kw*dw. x pairs
+  // are stored per residue class of k modulo 2*sw that some tap reads (one for
+  // 1x1 stride 1, both parities for 3x3 stride 1), so a tap's pairs are
+  // consecutive: class (kw*dw) % (2sw), from entry (kw*dw) / (2sw).
+  const int64_t period = 2 * sw;
+  std::vector<int64_t> residues(kw_n);
+  for (int64_t kw = 0; kw < kw_n; ++kw) residues[kw] = kw * g.dilation_cols % period;
+  std::sort(residues.begin(), residues.end());
+  residues.erase(std::unique(residues.begin(), residues.end()), residues.end());
+  // Where tap column kw's pairs start in a row of x pairs.
+  std::vector<int64_t> tap_col(kw_n);
+  const int64_t class_cols = pairs + (kw_n - 1) * g.dilation_cols / period;
+  const int64_t x_row = static_cast<int64_t>(residues.size()) * class_cols * cin;
+  const int64_t dy_row = pairs * cout;  // uint32 pairs per row
+  for (int64_t kw = 0; kw < kw_n; ++kw) {
+    const int64_t k0 = kw * g.dilation_cols;
+    const int64_t q = std::lower_bound(residues.begin(), residues.end(), k0 % period) - residues.begin();
+    tap_col[kw] = (q * class_cols + k0 / period) * cin;
+  }
+  const int64_t x_rows_per_dy_row = std::max<int64_t>(1, sh);
+  const int64_t bytes_per_dy_row = (dy_row + x_rows_per_dy_row * x_row) * 4;
+  const int64_t chunk_rows = std::max<int64_t>(1, kPairChunkBytes / bytes_per_dy_row);
+  const int64_t oh_step = std::min(oh_n, chunk_rows);
+  const int64_t images_per_chunk = oh_step == oh_n ? std::max<int64_t>(1, chunk_rows / oh_n) : 1;
+  const int64_t reach = (g.filter_rows - 1) * g.dilation_rows;
+  const int64_t x_rows_max = std::min(g.in_rows, (oh_step - 1) * sh + reach + 1);
+  // Rows too wide for a chunk (the halo of a one-row chunk included): decline.
+  if (images_per_chunk * (x_rows_max * x_row + oh_step * dy_row) * 4 > 4 * kPairChunkBytes) return false;
+  ScratchBuffer<uint32_t> xp(images_per_chunk * x_rows_max * x_row);
+  ScratchBuffer<uint32_t> dp(images_per_chunk * oh_step * dy_row);
+
+  const int64_t ci_tiles = (cin + R - 1) / R, units = taps * ci_tiles;
+  const int64_t co_blocks = cout / (16 * V);
+  const int64_t block_rows =
+      std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / bytes_per_dy_row));
+  const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
+  const int64_t x_ahead = taps == 1 ? kPrefetchPixels * cin : 0;
+  bool first_chunk = true;
+  for (int64_t n0 = 0; n0 < g.batch; n0 += images_per_chunk) {
+    const int64_t n1 = std::min(g.batch, n0 + images_per_chunk);
+    for (int64_t oh0 = 0; oh0 < oh_n; oh0 += oh_step) {
+      const int64_t oh1 = std::min(oh_n, oh0 + oh_step), rows = oh1 - oh0;
+      const int64_t ih_lo = std::max<int64_t>(0, oh0 * sh - g.pad_top);
+      const int64_t ih_hi = std::min(g.in_rows, (oh1 - 1) * sh + reach - g.pad_top + 1);
+      const int64_t x_rows = std::max<int64_t>(0, ih_hi - ih_lo);
+      // Repack (and check) this chunk: x rows, then dy rows, one unit each.
+      const int64_t images = n1 - n0, x_units = images * x_rows, units_all = x_units + images * rows;
+      std::vector<char> finite(units_all, 1);
+      ctx.For(units_all, x_row + dy_row, [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          bool ok = true;
+          if (u < x_units) {
+            const int64_t i = u / x_rows, ih = ih_lo + u % x_rows;
+            const uint16_t* src = x + ((n0 + i) * g.in_rows + ih) * g.in_cols * cin;
+            uint32_t* dst = xp.data() + (i * x_rows_max + ih - ih_lo) * x_row;
+            for (int64_t q = 0; q < static_cast<int64_t>(residues.size()); ++q) {
+              for (int64_t m = 0; m < class_cols; ++m, dst += cin) {
+                const int64_t c = residues[q] + period * m - g.pad_left;
+                const bool in0 = c >= 0 && c < g.in_cols, in1 = c + sw >= 0 && c + sw < g.in_cols;
+                ok &= PackPairs(in0 ? src + c * cin : nullptr, in1 ? src + (c + sw) * cin : nullptr, cin, dst);
+              }
+            }
+          } else {
+            const int64_t v = u - x_units, i = v / rows, oh = oh0 + v % rows;
+            const uint16_t* src = dy + ((n0 + i) * oh_n + oh) * ow_n * cout;
+            uint32_t* dst = dp.data() + (i * oh_step + oh - oh0) * dy_row;
+            for (int64_t j = 0; j < pairs; ++j) {
+              const uint16_t* hi = 2 * j + 1 < ow_n ? src + (2 * j + 1) * cout : nullptr;
+              ok &= PackPairs(src + 2 * j * cout, hi, cout, dst + j * cout);
+            }
+          }
+          finite[u] = ok;
+        }
+      });
+      if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
+
+      // The widening kernel's schedule: each thread owns fixed units (tap, ci tile)
+      // and walks the chunk's dy rows in L2-sized blocks, in order.
+      const int64_t chunk_rows_total = images * rows;
+      const bool overwrite = first_chunk;
+      ctx.For(shards, chunk_rows_total * ow_n * R * cout * units / shards, [&](int64_t begin, int64_t end) {
+        FilterSegment<uint32_t> segs[kMaxBlockRows];
+        FilterSegment<uint32_t> shifted[kMaxBlockRows];
+        for (int64_t s = begin; s < end; ++s) {
+          const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
+          for (int64_t r0 = 0; r0 < chunk_rows_total; r0 += block_rows) {
+            const int64_t r1 = std::min(chunk_rows_total, r0 + block_rows);
+            int64_t built_tap = -1;
+            int nsegs = 0;
+            for (int64_t u = u0; u < u1; ++u) {
+              const int64_t t = u / ci_tiles, ci0 = (u % ci_tiles) * R;
+              const int tile_rows = static_cast<int>(std::min<int64_t>(R, cin - ci0));
+              if (t != built_tap) {
+                built_tap = t;
+                nsegs = 0;
+                const int64_t kh = t / kw_n, kw = t % kw_n;
+                for (int64_t row = r0; row < r1; ++row) {
+                  const int64_t i = row / rows, oh = oh0 + row % rows;
+                  const int64_t ih = oh * sh + kh * g.dilation_rows - g.pad_top;
+                  if (ih < 0 || ih >= g.in_rows) continue;
+                  segs[nsegs++] = FilterSegment<uint32_t>{
+                      xp.data() + (i * x_rows_max + ih - ih_lo) * x_row + tap_col[kw],
+                      dp.data() + (i * oh_step + oh - oh0) * dy_row, pairs};
+                }
+              }
+              const bool first = overwrite && r0 == 0;
+              float* dw_tile = dw + (t * cin + ci0) * cout;
+              for (int64_t b = 0; b < co_blocks; ++b) {
+                for (int k = 0; k < nsegs; ++k) {
+                  shifted[k] = FilterSegment<uint32_t>{segs[k].x + ci0, segs[k].dy + b * 16 * V, segs[k].count};
+                }
+                PairFilterTileAnyRows<V>(tile_rows, shifted, nsegs, cin, x_ahead, cout, first,
+                                         dw_tile + b * 16 * V, cout);
+              }
+            }
+          }
+        }
+      });
+      first_chunk = false;
+    }
+  }
+  return true;
+}
+
+// bfloat16 x and dy (as their bits), float dW: the pair tiles where the CPU
+// has AVX512_BF16 and x and dy are finite, else the float tiles widening the
 // inputs in registers. Any AVX-512 CPU; Cout in whole vectors.
 bool DirectFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
                           const uint16_t* dy, float* dw) {
-  return WithCoutVectors<float>(
-      g.out_depth, [&](auto v) { DirectFilterGradImpl<float, decltype(v)::value>(ctx, g, x, dy, dw); });
+  return WithCoutVectors<float>(g.out_depth, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    static const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+    if (has_bf16 && PairFilterGradBf16<V>(ctx, g, x, dy, dw)) return;
+    DirectFilterGradImpl<float, V>(ctx, g, x, dy, dw);
+  });
 }
 
 }  // namespace

@@ -75,9 +75,11 @@ bool DepthwiseNchwDirectWins(const ConvGeometry& geo);
 bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
                                  const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
                                  Eigen::bfloat16* in_backprop);
-// The conv2d filter gradient on bfloat16 NHWC tensors, widened to float in
-// registers (float accumulation, one rounding at the end). False where it does
-// not apply (no AVX-512, Cout not a multiple of 16).
+// The conv2d filter gradient on bfloat16 NHWC tensors: AVX512_BF16 dot
+// products over pixel pairs where the CPU has them and x and dy are finite,
+// else widened to float in registers (float accumulation either way, one
+// rounding at the end). False where it does not apply (no AVX-512, Cout not a
+// multiple of 16).
 bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
                                   const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
                                   Eigen::bfloat16* filter_backprop);
