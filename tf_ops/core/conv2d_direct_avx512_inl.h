@@ -525,6 +525,34 @@ constexpr int64_t kPrefetchPixels = 16;
 constexpr int64_t kDirectFilterBlockBytes = int64_t{384} << 10;
 constexpr int64_t kMaxBlockRows = 64;
 
+// The filter gradient's schedule (see above): each thread owns a fixed,
+// contiguous run of the units (tap, tile of R input channels) and walks dy
+// rows [0, rows) in blocks of block_rows, in order. Per block and tap,
+// segments(t, r0, r1, segs) lists the tap's pixel runs and returns how many;
+// then tile(t, ci0, channels, segs, nsegs, first_block) runs each unit of the tap.
+template <typename Seg, typename Segments, typename Tile>
+void ForFilterUnits(const CpuContext& ctx, int64_t taps, int64_t cin, int64_t R, int64_t rows,
+                    int64_t block_rows, int64_t cost_per_unit, Segments&& segments, Tile&& tile) {
+  const int64_t ci_tiles = (cin + R - 1) / R, units = taps * ci_tiles;
+  const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
+  ctx.For(shards, cost_per_unit * units / shards, [&](int64_t begin, int64_t end) {
+    Seg segs[kMaxBlockRows];
+    for (int64_t s = begin; s < end; ++s) {
+      const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
+      for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
+        const int64_t r1 = std::min(rows, r0 + block_rows);
+        int64_t built_tap = -1;
+        int nsegs = 0;
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t t = u / ci_tiles, ci0 = (u % ci_tiles) * R;
+          if (t != built_tap) built_tap = t, nsegs = segments(t, r0, r1, segs);
+          tile(t, ci0, static_cast<int>(std::min<int64_t>(R, cin - ci0)), segs, nsegs, r0 == 0);
+        }
+      }
+    }
+  });
+}
+
 // kPlanarX: x in NCHW (dy is always NHWC). accumulate: add to dW instead of
 // overwriting it (NCHW takes the batch in chunks).
 template <typename T, int V, typename In = T, bool kPlanarX = false>
@@ -534,68 +562,52 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
   constexpr int R = kTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t kw_n = g.filter_cols, taps = g.filter_rows * kw_n;
-  const int64_t ci_tiles = (cin + R - 1) / R;
-  const int64_t units = taps * ci_tiles;
   const int64_t co_blocks = cout / (kLanes * V);
   const int64_t rows_total = g.batch * g.out_rows;  // dy rows of the whole batch
   const int64_t row_bytes =
       (g.out_cols * cout + g.in_cols * cin) * static_cast<int64_t>(sizeof(In));
   const int64_t block_rows =
       std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / row_bytes));
-  const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
-  const int64_t flops_per_unit = rows_total * g.out_cols * R * cout;
   const int64_t x_planes = kPlanarX ? g.in_rows * g.in_cols : 1;
   const int64_t x_stride = g.stride_cols * (kPlanarX ? 1 : cin);
   // A 1x1 filter reads each pixel's x once per tile, a new cache line every
   // pixel: fetch it kPrefetchPixels ahead (measured on 1x1 256->64 @56, kernel
   // only: double 17-19 -> 13-14 ms, float 6.7-7.9 -> 6.6-7.1 ms; 3x3 even).
   const int64_t x_ahead = taps == 1 ? kPrefetchPixels * x_stride : 0;
-  ctx.For(shards, flops_per_unit * units / shards, [&](int64_t begin, int64_t end) {
-    FilterSegment<In> segs[kMaxBlockRows];
-    for (int64_t s = begin; s < end; ++s) {
-      const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
-      for (int64_t r0 = 0; r0 < rows_total; r0 += block_rows) {
-        const int64_t r1 = std::min(rows_total, r0 + block_rows);
-        int64_t built_tap = -1;
-        int nsegs = 0;
-        for (int64_t u = u0; u < u1; ++u) {
-          const int64_t t = u / ci_tiles, ci0 = (u % ci_tiles) * R;
-          const int rows = static_cast<int>(std::min<int64_t>(R, cin - ci0));
-          if (t != built_tap) {  // the tap's segments over this block's rows
-            built_tap = t;
-            nsegs = 0;
-            const int64_t kh = t / kw_n, kw = t % kw_n;
-            const int64_t col0 = kw * g.dilation_cols - g.pad_left;  // x column of ow = 0
-            // ow with 0 <= ow*sw + col0 < in_cols
-            const int64_t ow_lo = col0 >= 0 ? 0 : (-col0 + g.stride_cols - 1) / g.stride_cols;
-            const int64_t ow_hi = std::min(g.out_cols - 1, col0 > g.in_cols - 1
-                                                               ? int64_t{-1}
-                                                               : (g.in_cols - 1 - col0) / g.stride_cols);
-            if (ow_lo <= ow_hi) {
-              for (int64_t row = r0; row < r1; ++row) {
-                const int64_t n = row / g.out_rows, oh = row % g.out_rows;
-                const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
-                if (ih < 0 || ih >= g.in_rows) continue;
-                const int64_t pixel = (n * (kPlanarX ? cin : 1) * g.in_rows + ih) * g.in_cols + ow_lo * g.stride_cols + col0;
-                segs[nsegs++] = FilterSegment<In>{x + pixel * (kPlanarX ? 1 : cin),
-                                                  dy + (row * g.out_cols + ow_lo) * cout, ow_hi - ow_lo + 1};
-              }
-            }
-          }
-          T* dw_tile = dw + (t * cin + ci0) * cout;
-          const bool first = r0 == 0 && !accumulate;
-          for (int64_t b = 0; b < co_blocks; ++b) {
-            FilterSegment<In> shifted[kMaxBlockRows];
-            for (int i = 0; i < nsegs; ++i) {
-              shifted[i] = FilterSegment<In>{segs[i].x + ci0 * x_planes, segs[i].dy + b * kLanes * V, segs[i].count};
-            }
-            DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, shifted, nsegs, x_stride, x_planes, x_ahead, cout, first,
-                                                        dw_tile + b * kLanes * V, cout);
-          }
-        }
-      }
+  auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<In>* segs) {
+    int nsegs = 0;
+    const int64_t kh = t / kw_n, kw = t % kw_n;
+    const int64_t col0 = kw * g.dilation_cols - g.pad_left;  // x column of ow = 0
+    // ow with 0 <= ow*sw + col0 < in_cols
+    const int64_t ow_lo = col0 >= 0 ? 0 : (-col0 + g.stride_cols - 1) / g.stride_cols;
+    const int64_t ow_hi = std::min(g.out_cols - 1, col0 > g.in_cols - 1
+                                                       ? int64_t{-1}
+                                                       : (g.in_cols - 1 - col0) / g.stride_cols);
+    if (ow_lo > ow_hi) return 0;
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t n = row / g.out_rows, oh = row % g.out_rows;
+      const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
+      if (ih < 0 || ih >= g.in_rows) continue;
+      const int64_t pixel = (n * (kPlanarX ? cin : 1) * g.in_rows + ih) * g.in_cols + ow_lo * g.stride_cols + col0;
+      segs[nsegs++] = FilterSegment<In>{x + pixel * (kPlanarX ? 1 : cin),
+                                        dy + (row * g.out_cols + ow_lo) * cout, ow_hi - ow_lo + 1};
     }
-  });
+    return nsegs;
+  };
+  auto tile = [&](int64_t t, int64_t ci0, int rows, const FilterSegment<In>* segs, int nsegs, bool first_block) {
+    T* dw_tile = dw + (t * cin + ci0) * cout;
+    const bool first = first_block && !accumulate;
+    for (int64_t b = 0; b < co_blocks; ++b) {
+      FilterSegment<In> shifted[kMaxBlockRows];
+      for (int i = 0; i < nsegs; ++i) {
+        shifted[i] = FilterSegment<In>{segs[i].x + ci0 * x_planes, segs[i].dy + b * kLanes * V, segs[i].count};
+      }
+      DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, shifted, nsegs, x_stride, x_planes, x_ahead, cout, first,
+                                                  dw_tile + b * kLanes * V, cout);
+    }
+  };
+  ForFilterUnits<FilterSegment<In>>(ctx, taps, cin, R, rows_total, block_rows, rows_total * g.out_cols * R * cout,
+                                    segments, tile);
 }
 
 // The filter-gradient tile's width for `cout` output channels: the widest V of
@@ -864,11 +876,9 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
   ScratchBuffer<uint32_t> xp(images_per_chunk * x_rows_max * x_row);
   ScratchBuffer<uint32_t> dp(images_per_chunk * oh_step * dy_row);
 
-  const int64_t ci_tiles = (cin + R - 1) / R, units = taps * ci_tiles;
   const int64_t co_blocks = cout / (16 * V);
   const int64_t block_rows =
       std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / bytes_per_dy_row));
-  const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
   const int64_t x_ahead = taps == 1 ? kPrefetchPixels * cin : 0;
   bool first_chunk = true;
   for (int64_t n0 = 0; n0 < g.batch; n0 += images_per_chunk) {
@@ -909,48 +919,35 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
       });
       if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
 
-      // The widening kernel's schedule: each thread owns fixed units (tap, ci tile)
-      // and walks the chunk's dy rows in L2-sized blocks, in order.
+      // The widening kernel's schedule over the chunk's dy rows.
       const int64_t chunk_rows_total = images * rows;
       const bool overwrite = first_chunk;
-      ctx.For(shards, chunk_rows_total * ow_n * R * cout * units / shards, [&](int64_t begin, int64_t end) {
-        FilterSegment<uint32_t> segs[kMaxBlockRows];
-        FilterSegment<uint32_t> shifted[kMaxBlockRows];
-        for (int64_t s = begin; s < end; ++s) {
-          const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
-          for (int64_t r0 = 0; r0 < chunk_rows_total; r0 += block_rows) {
-            const int64_t r1 = std::min(chunk_rows_total, r0 + block_rows);
-            int64_t built_tap = -1;
-            int nsegs = 0;
-            for (int64_t u = u0; u < u1; ++u) {
-              const int64_t t = u / ci_tiles, ci0 = (u % ci_tiles) * R;
-              const int tile_rows = static_cast<int>(std::min<int64_t>(R, cin - ci0));
-              if (t != built_tap) {
-                built_tap = t;
-                nsegs = 0;
-                const int64_t kh = t / kw_n, kw = t % kw_n;
-                for (int64_t row = r0; row < r1; ++row) {
-                  const int64_t i = row / rows, oh = oh0 + row % rows;
-                  const int64_t ih = oh * sh + kh * g.dilation_rows - g.pad_top;
-                  if (ih < 0 || ih >= g.in_rows) continue;
-                  segs[nsegs++] = FilterSegment<uint32_t>{
-                      xp.data() + (i * x_rows_max + ih - ih_lo) * x_row + tap_col[kw],
-                      dp.data() + (i * oh_step + oh - oh0) * dy_row, pairs};
-                }
-              }
-              const bool first = overwrite && r0 == 0;
-              float* dw_tile = dw + (t * cin + ci0) * cout;
-              for (int64_t b = 0; b < co_blocks; ++b) {
-                for (int k = 0; k < nsegs; ++k) {
-                  shifted[k] = FilterSegment<uint32_t>{segs[k].x + ci0, segs[k].dy + b * 16 * V, segs[k].count};
-                }
-                PairFilterTileAnyRows<V>(tile_rows, shifted, nsegs, cin, x_ahead, cout, first,
-                                         dw_tile + b * 16 * V, cout);
-              }
-            }
-          }
+      auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<uint32_t>* segs) {
+        int nsegs = 0;
+        const int64_t kh = t / kw_n, kw = t % kw_n;
+        for (int64_t row = r0; row < r1; ++row) {
+          const int64_t i = row / rows, oh = oh0 + row % rows;
+          const int64_t ih = oh * sh + kh * g.dilation_rows - g.pad_top;
+          if (ih < 0 || ih >= g.in_rows) continue;
+          segs[nsegs++] = FilterSegment<uint32_t>{xp.data() + (i * x_rows_max + ih - ih_lo) * x_row + tap_col[kw],
+                                                  dp.data() + (i * oh_step + oh - oh0) * dy_row, pairs};
         }
-      });
+        return nsegs;
+      };
+      auto tile = [&](int64_t t, int64_t ci0, int channels, const FilterSegment<uint32_t>* segs, int nsegs,
+                      bool first_block) {
+        float* dw_tile = dw + (t * cin + ci0) * cout;
+        for (int64_t b = 0; b < co_blocks; ++b) {
+          FilterSegment<uint32_t> shifted[kMaxBlockRows];
+          for (int k = 0; k < nsegs; ++k) {
+            shifted[k] = FilterSegment<uint32_t>{segs[k].x + ci0, segs[k].dy + b * 16 * V, segs[k].count};
+          }
+          PairFilterTileAnyRows<V>(channels, shifted, nsegs, cin, x_ahead, cout, overwrite && first_block,
+                                   dw_tile + b * 16 * V, cout);
+        }
+      };
+      ForFilterUnits<FilterSegment<uint32_t>>(ctx, taps, cin, R, chunk_rows_total, block_rows,
+                                              chunk_rows_total * ow_n * R * cout, segments, tile);
       first_chunk = false;
     }
   }
