@@ -751,8 +751,8 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
 // filter gradient's reduction: two dy pixels of one row. Per chunk of dy rows,
 // dy is repacked as pixel pairs [row][j][co] (pixels 2j and 2j+1 of the row as
 // one 32-bit lane; an odd last pixel paired with 0) and x as column pairs
-// [image][ih][c][ci] = (x[c], x[c + sw]) for every column c a tap reads, zero
-// outside the image. The tile then broadcasts R x pairs and loads V dy-pair
+// (x[c], x[c + sw]) per channel for the columns c the taps read (grouped as
+// below), zero outside the image. The tile then broadcasts R x pairs and loads V dy-pair
 // vectors per pixel pair and issues R*V dot products: half the instructions
 // of the widening tiles, one conversion-free pass. The zero columns and the
 // odd pixel multiply real values, exact only when x and dy are finite, so the
