@@ -842,10 +842,16 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
                         const uint16_t* dy, float* dw) {
   constexpr int R = kTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth, ow_n = g.out_cols, oh_n = g.out_rows;
-  const int64_t kw_n = g.filter_cols, taps = g.filter_rows * kw_n;
+  const int64_t kw_n = g.filter_cols;
   const int64_t sh = g.stride_rows, sw = g.stride_cols;
   const int64_t pairs = (ow_n + 1) / 2;  // per dy row
-  // Pair j of a tap reads x column k - pad_left with k = 2j*sw + kw*dw. x pairs
+  // Fewer input channels than tile rows (a 3-channel stem): with dilation 1 a
+  // pair's taps along a row read kw_n*cin consecutive x values, stored once
+  // per pair, so (kw, ci) is one channel axis of dW ([kh][kw][ci][co]) and
+  // the tiles run full: units (kh, tile of that axis).
+  const bool flat = g.dilation_cols == 1 && cin < R;
+  const int64_t channels = flat ? kw_n * cin : cin, taps = flat ? g.filter_rows : g.filter_rows * kw_n;
+  // Otherwise pair j of a tap reads x column k - pad_left with k = 2j*sw + kw*dw. x pairs
   // are stored per residue class of k modulo 2*sw that some tap reads (one for
   // 1x1 stride 1, both parities for 3x3 stride 1), so a tap's pairs are
   // consecutive: class (kw*dw) % (2sw), from entry (kw*dw) / (2sw).
@@ -857,13 +863,15 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
   // Where tap column kw's pairs start in a row of x pairs.
   std::vector<int64_t> tap_col(kw_n);
   const int64_t class_cols = pairs + (kw_n - 1) * g.dilation_cols / period;
-  const int64_t x_row = static_cast<int64_t>(residues.size()) * class_cols * cin;
+  const int64_t x_row = flat ? pairs * channels : static_cast<int64_t>(residues.size()) * class_cols * cin;
   const int64_t dy_row = pairs * cout;  // uint32 pairs per row
   for (int64_t kw = 0; kw < kw_n; ++kw) {
     const int64_t k0 = kw * g.dilation_cols;
     const int64_t q = std::lower_bound(residues.begin(), residues.end(), k0 % period) - residues.begin();
-    tap_col[kw] = (q * class_cols + k0 / period) * cin;
+    tap_col[kw] = flat ? 0 : (q * class_cols + k0 / period) * cin;
   }
+  // flat: an x row padded with zeros, from column -pad_left to the last one read.
+  const int64_t padded_cols = flat ? 2 * (pairs - 1) * sw + sw + kw_n : 0;
   const int64_t x_rows_per_dy_row = std::max<int64_t>(1, sh);
   const int64_t bytes_per_dy_row = (dy_row + x_rows_per_dy_row * x_row) * 4;
   const int64_t chunk_rows = std::max<int64_t>(1, kPairChunkBytes / bytes_per_dy_row);
@@ -879,7 +887,8 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
   const int64_t co_blocks = cout / (16 * V);
   const int64_t block_rows =
       std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / bytes_per_dy_row));
-  const int64_t x_ahead = taps == 1 ? kPrefetchPixels * cin : 0;
+  const int64_t x_step = flat ? channels : cin;  // between a tap's consecutive pairs
+  const int64_t x_ahead = taps == 1 ? kPrefetchPixels * x_step : 0;
   bool first_chunk = true;
   for (int64_t n0 = 0; n0 < g.batch; n0 += images_per_chunk) {
     const int64_t n1 = std::min(g.batch, n0 + images_per_chunk);
@@ -892,12 +901,24 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
       const int64_t images = n1 - n0, x_units = images * x_rows, units_all = x_units + images * rows;
       std::vector<char> finite(units_all, 1);
       ctx.For(units_all, x_row + dy_row, [&](int64_t begin, int64_t end) {
+        ScratchBuffer<uint16_t> padded(padded_cols * cin);
         for (int64_t u = begin; u < end; ++u) {
           bool ok = true;
           if (u < x_units) {
             const int64_t i = u / x_rows, ih = ih_lo + u % x_rows;
             const uint16_t* src = x + ((n0 + i) * g.in_rows + ih) * g.in_cols * cin;
             uint32_t* dst = xp.data() + (i * x_rows_max + ih - ih_lo) * x_row;
+            if (flat) {
+              uint16_t* p = padded.data();
+              const int64_t c_hi = std::min(g.in_cols, padded_cols - g.pad_left);  // image columns kept
+              std::fill_n(p, padded_cols * cin, uint16_t{0});
+              if (c_hi > 0) std::copy_n(src, c_hi * cin, p + g.pad_left * cin);
+              for (int64_t j = 0; j < pairs; ++j) {
+                ok &= PackPairs(p + 2 * j * sw * cin, p + (2 * j + 1) * sw * cin, channels, dst + j * channels);
+              }
+              finite[u] = ok;
+              continue;
+            }
             for (int64_t q = 0; q < static_cast<int64_t>(residues.size()); ++q) {
               for (int64_t m = 0; m < class_cols; ++m, dst += cin) {
                 const int64_t c = residues[q] + period * m - g.pad_left;
@@ -924,29 +945,29 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
       const bool overwrite = first_chunk;
       auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<uint32_t>* segs) {
         int nsegs = 0;
-        const int64_t kh = t / kw_n, kw = t % kw_n;
+        const int64_t kh = flat ? t : t / kw_n, col = tap_col[flat ? 0 : t % kw_n];
         for (int64_t row = r0; row < r1; ++row) {
           const int64_t i = row / rows, oh = oh0 + row % rows;
           const int64_t ih = oh * sh + kh * g.dilation_rows - g.pad_top;
           if (ih < 0 || ih >= g.in_rows) continue;
-          segs[nsegs++] = FilterSegment<uint32_t>{xp.data() + (i * x_rows_max + ih - ih_lo) * x_row + tap_col[kw],
+          segs[nsegs++] = FilterSegment<uint32_t>{xp.data() + (i * x_rows_max + ih - ih_lo) * x_row + col,
                                                   dp.data() + (i * oh_step + oh - oh0) * dy_row, pairs};
         }
         return nsegs;
       };
-      auto tile = [&](int64_t t, int64_t ci0, int channels, const FilterSegment<uint32_t>* segs, int nsegs,
+      auto tile = [&](int64_t t, int64_t ci0, int tile_rows, const FilterSegment<uint32_t>* segs, int nsegs,
                       bool first_block) {
-        float* dw_tile = dw + (t * cin + ci0) * cout;
+        float* dw_tile = dw + (t * channels + ci0) * cout;
         for (int64_t b = 0; b < co_blocks; ++b) {
           FilterSegment<uint32_t> shifted[kMaxBlockRows];
           for (int k = 0; k < nsegs; ++k) {
             shifted[k] = FilterSegment<uint32_t>{segs[k].x + ci0, segs[k].dy + b * 16 * V, segs[k].count};
           }
-          PairFilterTileAnyRows<V>(channels, shifted, nsegs, cin, x_ahead, cout, overwrite && first_block,
-                                   dw_tile + b * 16 * V, cout);
+          PairFilterTileAnyRows<V>(tile_rows, shifted, nsegs, x_step, x_ahead, cout,
+                                   overwrite && first_block, dw_tile + b * 16 * V, cout);
         }
       };
-      ForFilterUnits<FilterSegment<uint32_t>>(ctx, taps, cin, R, chunk_rows_total, block_rows,
+      ForFilterUnits<FilterSegment<uint32_t>>(ctx, taps, channels, R, chunk_rows_total, block_rows,
                                               chunk_rows_total * ow_n * R * cout, segments, tile);
       first_chunk = false;
     }
