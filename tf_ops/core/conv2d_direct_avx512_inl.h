@@ -125,7 +125,7 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
 // [block][tap][co/2][lanes][2]) and adds both products to a float accumulator:
 // twice the multiply-adds of a float FMA, half the bytes, no conversion passes.
 // Products of bfloat16 values are exact in float; the instruction flushes
-// denormals (as TF's AMX kernels do). Results round once to bfloat16 (nearest
+// denormal inputs (the instruction's rule). Results round once to bfloat16 (nearest
 // even) at the store. Needs an even Cout; CPUs without AVX512_BF16 decline.
 #define TCB_BF16_TARGET __attribute__((target("avx512bf16")))
 
