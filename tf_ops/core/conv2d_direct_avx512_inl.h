@@ -124,9 +124,9 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
 // value, with the matching pairs of 16 input channels of the filter (packed
 // [block][tap][co/2][lanes][2]) and adds both products to a float accumulator:
 // twice the multiply-adds of a float FMA, half the bytes, no conversion passes.
-// Products of bfloat16 values are exact in float; the instruction flushes
-// denormal inputs (the instruction's rule). Results round once to bfloat16 (nearest
-// even) at the store. Needs an even Cout; CPUs without AVX512_BF16 decline.
+// Products of bfloat16 values are exact in float; the instruction treats
+// denormal inputs as zero. Results round once to bfloat16 (nearest even) at
+// the store. Needs an even Cout; CPUs without AVX512_BF16 decline.
 #define TCB_BF16_TARGET __attribute__((target("avx512bf16")))
 
 template <int R, int V>
