@@ -129,6 +129,11 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
 // the store. Needs an even Cout; CPUs without AVX512_BF16 decline.
 #define TCB_BF16_TARGET __attribute__((target("avx512bf16")))
 
+inline bool CpuHasAvx512Bf16() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
 template <int R, int V>
 TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_stride,
                                                 const DirectTap<uint16_t>* taps, int ntaps,
@@ -418,8 +423,7 @@ bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const T* filt
 // has AVX512_BF16 and Cout is even; false leaves dx untouched.
 bool DirectInputGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* filter,
                          const uint16_t* dy, uint16_t* dx) {
-  static const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
-  if (!has_bf16 || g.out_depth % 2 != 0 || !DirectInputGradApplies<uint16_t>(g)) return false;
+  if (!CpuHasAvx512Bf16() || g.out_depth % 2 != 0 || !DirectInputGradApplies<uint16_t>(g)) return false;
   return WithCinVectors<uint16_t>(g, [&](auto v) {
     return DirectInputGradImpl<uint16_t, decltype(v)::value>(ctx, g, filter, dy, dx);
   });
@@ -877,7 +881,7 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
   for (int64_t kw = 0; kw < kw_n; ++kw) {
     const int64_t k0 = kw * g.dilation_cols;
     const int64_t q = std::lower_bound(residues.begin(), residues.end(), k0 % period) - residues.begin();
-    tap_col[kw] = flat ? 0 : (q * class_cols + k0 / period) * cin;
+    tap_col[kw] = (q * class_cols + k0 / period) * cin;
   }
   // flat: an x row padded with zeros, from column -pad_left to the last one read.
   const int64_t padded_cols = flat ? 2 * (pairs - 1) * sw + sw + kw_n : 0;
@@ -925,14 +929,13 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
               for (int64_t j = 0; j < pairs; ++j) {
                 ok &= PackPairs(p + 2 * j * sw * cin, p + (2 * j + 1) * sw * cin, channels, dst + j * channels);
               }
-              finite[u] = ok;
-              continue;
-            }
-            for (int64_t q = 0; q < static_cast<int64_t>(residues.size()); ++q) {
-              for (int64_t m = 0; m < class_cols; ++m, dst += cin) {
-                const int64_t c = residues[q] + period * m - g.pad_left;
-                const bool in0 = c >= 0 && c < g.in_cols, in1 = c + sw >= 0 && c + sw < g.in_cols;
-                ok &= PackPairs(in0 ? src + c * cin : nullptr, in1 ? src + (c + sw) * cin : nullptr, cin, dst);
+            } else {
+              for (int64_t q = 0; q < static_cast<int64_t>(residues.size()); ++q) {
+                for (int64_t m = 0; m < class_cols; ++m, dst += cin) {
+                  const int64_t c = residues[q] + period * m - g.pad_left;
+                  const bool in0 = c >= 0 && c < g.in_cols, in1 = c + sw >= 0 && c + sw < g.in_cols;
+                  ok &= PackPairs(in0 ? src + c * cin : nullptr, in1 ? src + (c + sw) * cin : nullptr, cin, dst);
+                }
               }
             }
           } else {
@@ -954,7 +957,7 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
       const bool overwrite = first_chunk;
       auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<uint32_t>* segs) {
         int nsegs = 0;
-        const int64_t kh = flat ? t : t / kw_n, col = tap_col[flat ? 0 : t % kw_n];
+        const int64_t kh = flat ? t : t / kw_n, col = flat ? 0 : tap_col[t % kw_n];
         for (int64_t row = r0; row < r1; ++row) {
           const int64_t i = row / rows, oh = oh0 + row % rows;
           const int64_t ih = oh * sh + kh * g.dilation_rows - g.pad_top;
@@ -991,8 +994,7 @@ bool DirectFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const ui
                           const uint16_t* dy, float* dw) {
   return WithCoutVectors<float>(g.out_depth, [&](auto v) {
     constexpr int V = decltype(v)::value;
-    static const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
-    if (has_bf16 && PairFilterGradBf16<V>(ctx, g, x, dy, dw)) return;
+    if (CpuHasAvx512Bf16() && PairFilterGradBf16<V>(ctx, g, x, dy, dw)) return;
     DirectFilterGradImpl<float, V>(ctx, g, x, dy, dw);
   });
 }
