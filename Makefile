@@ -36,7 +36,9 @@ ISA_FLAGS_baseline :=
 ISA_FLAGS_avx2 := -mavx2 -mfma -mf16c
 ISA_FLAGS_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_OBJS := $(foreach i,$(ISAS),$(BUILD_DIR)/isa/kernels_$(i).o)
-TF_SRCS := tf_ops/tf/ops.cc tf_ops/tf/kernels.cc
+TF_SRCS := tf_ops/tf/ops.cc tf_ops/tf/kernels.cc tf_ops/tf/xla_kernels.cc
+# The XLA kernels also need the include roots of XLA's own third-party headers.
+XLA_OBJ := $(BUILD_DIR)/tf_ops/tf/xla_kernels.o
 HDRS := $(wildcard tf_ops/core/*.h tf_ops/tf/*.h)
 CORE_OBJS := $(patsubst %.cc,$(BUILD_DIR)/%.o,$(CORE_SRCS)) $(ISA_OBJS)
 OBJS := $(CORE_OBJS) $(patsubst %.cc,$(BUILD_DIR)/%.o,$(TF_SRCS))
@@ -66,7 +68,7 @@ CUDAFLAGS := -x cuda --cuda-path=$(CUDA_ROOT) $(addprefix --cuda-gpu-arch=,$(CUD
              -fvisibility=hidden -Wno-unknown-cuda-version $(CXXFLAGS_COMMON) $(CUDA_INCS)
 WITH_CUDA := $(shell cat $(BUILD_DIR)/cuda_mode 2>/dev/null)
 # The CUDA library: the binding compiled with GOOGLE_CUDA (GPU registrations) + the engine.
-SO_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(CORE_OBJS) $(BUILD_DIR)/tf_ops/tf/ops.o \
+SO_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(CORE_OBJS) $(BUILD_DIR)/tf_ops/tf/ops.o $(XLA_OBJ) \
              $(BUILD_DIR)/cuda/tf_ops/tf/kernels.o $(CUDA_OBJS),$(OBJS))
 # The CUDA engine on the CPU emulator (tests/core/cuda_emulator.h), part of core-test.
 CUDA_EMU_TEST := $(BUILD_DIR)/tests/cuda_emulated_test
@@ -90,10 +92,11 @@ build: $(TF_DEPS)
 
 so: $(SO) $(BUILD_INFO)
 
-$(BUILD_DIR)/tf_cflags $(BUILD_DIR)/tf_lflags &: $(TF_DEPS) build_tools/tf_config.py
+$(BUILD_DIR)/tf_cflags $(BUILD_DIR)/tf_lflags $(BUILD_DIR)/tf_xla_cflags &: $(TF_DEPS) build_tools/tf_config.py
 	mkdir -p $(BUILD_DIR)
 	$(TF_PY) build_tools/tf_config.py cflags > $(BUILD_DIR)/tf_cflags
 	$(TF_PY) build_tools/tf_config.py lflags > $(BUILD_DIR)/tf_lflags
+	$(TF_PY) build_tools/tf_config.py xla-cflags > $(BUILD_DIR)/tf_xla_cflags
 
 # What the library is built against (read by the loader's version guard and by
 # `python -m tf_conv_backprop info`). The CUDA build adds --cuda-version.
@@ -104,6 +107,10 @@ $(BUILD_INFO): $(BUILD_DIR)/tf_cflags build_tools/tf_config.py Makefile $(wildca
 $(BUILD_DIR)/%.o: %.cc $(HDRS) $(BUILD_DIR)/tf_cflags
 	mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_COMMON) -fvisibility=hidden $$(cat $(BUILD_DIR)/tf_cflags) -c $< -o $@
+
+$(XLA_OBJ): tf_ops/tf/xla_kernels.cc $(HDRS) $(BUILD_DIR)/tf_cflags $(BUILD_DIR)/tf_xla_cflags
+	mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_COMMON) -fvisibility=hidden $$(cat $(BUILD_DIR)/tf_cflags) $$(cat $(BUILD_DIR)/tf_xla_cflags) -c $< -o $@
 
 # One ISA variant: its kernels compiled with its -m flags into namespace
 # cpu::<isa>, partially linked, COMDAT groups dropped and every symbol outside

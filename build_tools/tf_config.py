@@ -5,7 +5,7 @@ Used by the Makefile (and so by setup.py) and by the Bazel repository rule
 hardcoded, and the build records what it was built against so the loader can
 explain a mismatch.
 
-    python build_tools/tf_config.py cflags|lflags
+    python build_tools/tf_config.py cflags|lflags|xla-cflags
     python build_tools/tf_config.py sysconfig            # JSON, for Bazel
     python build_tools/tf_config.py build-info OUT.json [--builder make|bazel]
         [--cxx CXX] [--cxxflags FLAGS] [--isas "baseline avx2 ..."]
@@ -61,22 +61,46 @@ def build_info(builder="make", cxx=None, cxxflags=None, isas=None, cuda_version=
         "cpu_isas": isas.split() if isas else None,
         # Flags from tf.sysconfig (paths are those of the building environment).
         "tf_compile_flags": cflags,
-        "tf_link_flags": tf.sysconfig.get_link_flags(),
+        "tf_link_flags": link_flags(),
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
 
 
+# XLA's headers (tensorflow/compiler/tf2xla, xla/) include these two third-party
+# folders by their own roots, which tf.sysconfig's flags do not name.
+XLA_INCLUDE_SUBDIRS = ("external/highwayhash", "external/farmhash_archive/src")
+
+
+def xla_include_dirs():
+    return [os.path.join(tf.sysconfig.get_include(), d) for d in XLA_INCLUDE_SUBDIRS]
+
+
+def framework_library():
+    libs = [f[len("-l:"):] for f in tf.sysconfig.get_link_flags() if f.startswith("-l:")]
+    return libs[0] if libs else "libtensorflow_framework.so.2"
+
+
+def cc_library():
+    """libtensorflow_cc, which exports XLA's op registry and builder (the XLA kernels
+    link it; tf.sysconfig's link flags name only the framework library)."""
+    return framework_library().replace("tensorflow_framework", "tensorflow_cc")
+
+
+def link_flags():
+    return tf.sysconfig.get_link_flags() + ["-l:" + cc_library()]
+
+
 def sysconfig():
     """What a Bazel repository rule needs to wrap the pip-installed TensorFlow."""
     cflags = tf.sysconfig.get_compile_flags()
-    lflags = tf.sysconfig.get_link_flags()
-    libs = [f[len("-l:"):] for f in lflags if f.startswith("-l:")]
     return {
         "tf_version": tf.__version__,
         "include": tf.sysconfig.get_include(),
         "lib": tf.sysconfig.get_lib(),
-        "framework_library": libs[0] if libs else "libtensorflow_framework.so.2",
+        "framework_library": framework_library(),
+        "cc_library": cc_library(),
+        "xla_includes": ["include/" + d for d in XLA_INCLUDE_SUBDIRS],
         "defines": [f[2:] for f in cflags if f.startswith("-D")],
         "copts": [f for f in cflags if not f.startswith(("-D", "-I"))],
     }
@@ -84,7 +108,7 @@ def sysconfig():
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["cflags", "lflags", "sysconfig", "build-info"])
+    parser.add_argument("what", choices=["cflags", "lflags", "xla-cflags", "sysconfig", "build-info"])
     parser.add_argument("out", nargs="?", help="output file (build-info)")
     parser.add_argument("--builder", default="make")
     parser.add_argument("--cxx")
@@ -97,7 +121,9 @@ def main(argv):
         print(" ".join("-isystem " + f[2:] if f.startswith("-I") else f
                        for f in tf.sysconfig.get_compile_flags()))
     elif args.what == "lflags":
-        print(" ".join(tf.sysconfig.get_link_flags()))
+        print(" ".join(link_flags()))
+    elif args.what == "xla-cflags":
+        print(" ".join("-isystem " + d for d in xla_include_dirs()))
     elif args.what == "sysconfig":
         print(json.dumps(sysconfig()))
     else:

@@ -540,15 +540,16 @@ def _subprocess(code, pythonpath, cwd):
 
 
 _FRESH_IMPORT = """
-    import json, threading
-    import tf_conv_backprop
+    import json, threading, warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import tf_conv_backprop
     from tf_conv_backprop import _loader
     result = {"file": tf_conv_backprop.__file__}
-    result["after_import"] = _loader._library is None
-    fn = tf_conv_backprop.nn.conv2d_backprop_input
-    fn = tf_conv_backprop.compat.v1.nn.conv2d_backprop_filter
-    fn = tf_conv_backprop.compat.v2.nn.depthwise_conv2d_backprop_input
-    result["after_attribute"] = _loader._library is None
+    result["loaded_at_import"] = _loader._library is not None
+    result["import_warnings"] = [w.category.__name__ for w in caught
+                                 if "tf_conv_backprop" in str(w.message)]
+    result["xla_usable"] = _loader.xla_kernels_usable()
     barrier = threading.Barrier(8)
     got = [None] * 8
     def work(i):
@@ -564,10 +565,14 @@ _FRESH_IMPORT = """
 """
 
 _LOAD_ERROR = """
-    import json
+    import json, warnings
     import tensorflow as tf
-    import tf_conv_backprop
-    result = {"file": tf_conv_backprop.__file__, "tf": tf.__version__}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import tf_conv_backprop
+    result = {"file": tf_conv_backprop.__file__, "tf": tf.__version__,
+              "import_warnings": [w.category.__name__ for w in caught
+                                  if "tf_conv_backprop" in str(w.message)]}
     try:
         tf_conv_backprop.nn.conv2d_backprop_input([1, 3, 3, 1], tf.ones([1, 1, 1, 1]),
                                                   tf.ones([1, 3, 3, 1]), [1, 1, 1, 1], "SAME")
@@ -586,12 +591,32 @@ _LOAD_ERROR = """
     print("RESULT " + json.dumps(result))
 """
 
+_LATE_IMPORT = """
+    import json, warnings
+    import tensorflow as tf
+    tf.function(lambda x: x * 2, jit_compile=True)(tf.ones([2]))  # XLA collects kernels
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import tf_conv_backprop
+    from tf_conv_backprop import _loader
+    ours = [w for w in caught if "tf_conv_backprop" in str(w.message)]
+    result = {"file": tf_conv_backprop.__file__,
+              "import_warnings": [w.category.__name__ for w in ours],
+              "message": " ".join(str(w.message) for w in ours),
+              "xla_usable": _loader.xla_kernels_usable()}
+    dx = tf_conv_backprop.nn.depthwise_conv2d_backprop_input(
+        [1, 3, 3, 1], tf.ones([1, 1, 1, 1]), tf.ones([1, 3, 3, 1]), [1, 1, 1, 1], "SAME")
+    result["eager_ok"] = bool(tf.reduce_all(dx == 1.0))
+    print("RESULT " + json.dumps(result))
+"""
+
 FAKE_BUILT_TF = "9.8.7"
 
 
-def _copy_package(dst, so):
+def _copy_package(dst, so, fake_version=True):
     """A copy of the package in `dst`: `so` is None (missing) or 'corrupt' (a text file);
-    _build_info.json names a TF version that cannot be the running one."""
+    with `fake_version`, _build_info.json names a TF version that cannot be the running
+    one."""
     pkg = os.path.join(dst, "tf_conv_backprop")
     shutil.copytree(PKG_DIR, pkg, ignore=shutil.ignore_patterns(
         _loader.LIBRARY_FILE, "__pycache__"))
@@ -601,7 +626,8 @@ def _copy_package(dst, so):
     info_path = os.path.join(pkg, "_build_info.json")
     with open(info_path) as f:
         info = json.load(f)
-    info["tf_version"] = FAKE_BUILT_TF
+    if fake_version:
+        info["tf_version"] = FAKE_BUILT_TF
     with open(info_path, "w") as f:
         json.dump(info, f)
     return pkg
@@ -612,12 +638,16 @@ def loader_runs(tmp_path_factory):
     """All loader subprocesses start at once (each pays TF's import time)."""
     missing = str(tmp_path_factory.mktemp("missing"))
     corrupt = str(tmp_path_factory.mktemp("corrupt"))
+    corrupt_same = str(tmp_path_factory.mktemp("corrupt_same"))
     _copy_package(missing, None)
     _copy_package(corrupt, "corrupt")
+    _copy_package(corrupt_same, "corrupt", fake_version=False)
     procs = {
         "fresh": (_subprocess(_FRESH_IMPORT, PYTHON_DIR, PYTHON_DIR), PKG_DIR),
         "missing": (_subprocess(_LOAD_ERROR, missing, missing), missing),
         "corrupt": (_subprocess(_LOAD_ERROR, corrupt, corrupt), corrupt),
+        "corrupt_same": (_subprocess(_LOAD_ERROR, corrupt_same, corrupt_same), corrupt_same),
+        "late": (_subprocess(_LATE_IMPORT, PYTHON_DIR, PYTHON_DIR), PKG_DIR),
     }
     results = {}
 
@@ -640,10 +670,34 @@ def loader_runs(tmp_path_factory):
             proc.wait()
 
 
-def test_import_does_not_load_library(loader_runs):
+def test_import_loads_library(loader_runs):
+    """XLA collects kernels once per process and SavedModels need the ops: importing the
+    package loads the library, quietly, with XLA's kernels for our ops to come."""
     res = loader_runs("fresh")
-    assert res["after_import"], "importing tf_conv_backprop loaded the .so"
-    assert res["after_attribute"], "accessing a public function loaded the .so"
+    assert res["loaded_at_import"], "importing tf_conv_backprop did not load the .so"
+    assert res["import_warnings"] == [], res
+    assert res["xla_usable"] is True, res
+
+
+def test_import_after_xla_compilation_warns(loader_runs):
+    res = loader_runs("late")
+    assert res["import_warnings"] == ["XlaImportOrderWarning"], res
+    assert "import tf_conv_backprop before" in res["message"], res["message"]
+    assert res["xla_usable"] is False
+    assert res["eager_ok"], "our ops must still run outside XLA"
+
+
+def test_failed_load_warns_at_import_and_raises_at_first_use(loader_runs):
+    res = loader_runs("corrupt_same")
+    assert res["import_warnings"] == ["LibraryLoadFailedWarning"], res
+    assert res["error"] == "tf_conv_backprop._loader.LibraryLoadError", res
+    assert res["second"] == "LibraryLoadError"
+
+
+def test_other_tf_version_warns_and_is_not_loaded_at_import(loader_runs):
+    for key in ("missing", "corrupt"):
+        res = loader_runs(key)
+        assert res["import_warnings"] == ["VersionMismatchWarning"], (key, res)
 
 
 def test_load_library_from_8_threads(loader_runs):

@@ -1,8 +1,14 @@
-"""Lazy, thread-safe loading of the op library, and the version guard.
+"""Loading the op library (at import, thread-safe), and the version guard.
 
-Importing the package never loads the `.so`; the first op call does. Every
-failure says what to do: a missing file says how to build it, a failed load says
-which TensorFlow (and C++ ABI) the library was built for and which is running.
+Importing the package loads the `.so` (`load_at_import`): XLA collects its op
+kernels once per process, the first time TensorFlow compiles anything, so our XLA
+kernels must be registered before that; and a SavedModel that uses our ops loads
+after a plain `import tf_conv_backprop`. What lazy loading protected stays: a
+library built for another TensorFlow only warns at import and is not loaded, and a
+library that fails to load gives one `LibraryLoadFailedWarning` at import and the
+`LibraryLoadError` at first use. Every failure says what to do: a missing file says
+how to build it, a failed load says which TensorFlow (and C++ ABI) the library was
+built for and which is running.
 
 The build writes `_build_info.json` next to the library (build_tools/tf_config.py):
 the TensorFlow version, C++11 ABI and CUDA versions it was built against. Importing
@@ -13,6 +19,7 @@ the package compares that with the running TensorFlow and warns once
 the library (e.g. Bazel's `bazel-bin/_conv_backprop_ops.so`); its build info is read
 from the same folder.
 """
+import ctypes
 import json
 import os
 import threading
@@ -39,6 +46,25 @@ class LibraryLoadError(ImportError):
 
 class VersionMismatchWarning(UserWarning):
     """The op library was built for another TensorFlow (version, C++ ABI or CUDA)."""
+
+
+class LibraryLoadFailedWarning(UserWarning):
+    """Importing the package could not load the op library; the first op call raises
+    the `LibraryLoadError`."""
+
+
+class XlaImportOrderWarning(UserWarning):
+    """The op library was loaded after XLA had collected its kernels in this process,
+    so `jit_compile=True` cannot compile our ops here."""
+
+
+XLA_IMPORT_ORDER_HINT = (
+    "XLA collects its op kernels once per process, the first time TensorFlow compiles "
+    "anything with XLA, and this process had already done so before tf_conv_backprop's "
+    "op library was loaded. Our ops still run outside XLA, but a tf.function(jit_compile=True) "
+    "or a Keras model compiled with XLA that uses them fails in this process. Fix: import "
+    "tf_conv_backprop before the first XLA compilation (at the top of the program, right "
+    "after `import tensorflow`).")
 
 
 def library_path():
@@ -133,13 +159,32 @@ def _load():
             f"tf_conv_backprop: the op library {path} does not exist. Build it with `make build` "
             "in a source checkout (or install the package with `pip install .`).")
     try:
-        return tf.load_op_library(path)
+        module = tf.load_op_library(path)
     except (tf.errors.NotFoundError, tf.errors.OpError, OSError) as e:
         raise LibraryLoadError(
             f"tf_conv_backprop: could not load {path}: {e}\n"
             f"It was built for {_describe_built(build_info())}; this process runs "
             f"{_describe_running()}. Rebuild it against the running TensorFlow with "
             "`make clean build` (or reinstall with `pip install --force-reinstall .`).") from e
+    _check_xla_registration(path)
+    return module
+
+
+def xla_kernels_usable(path=None):
+    """Whether XLA can compile our ops in this process (the library must be loaded):
+    False when XLA had collected its kernels before the library was loaded; None when
+    the library cannot say (a build without XLA kernels)."""
+    try:
+        probe = ctypes.CDLL(path or library_path()).tf_conv_backprop_xla_kernels_usable
+    except (OSError, AttributeError):
+        return None
+    return bool(probe())
+
+
+def _check_xla_registration(path):
+    if xla_kernels_usable(path) is False:
+        warnings.warn(f"tf_conv_backprop: {XLA_IMPORT_ORDER_HINT}", XlaImportOrderWarning,
+                      stacklevel=4)
 
 
 def load_library():
@@ -152,6 +197,15 @@ def load_library():
     return _library
 
 
-# The version guard runs when the package is imported (this module is imported by
-# the package's __init__); it reads a small JSON file and loads nothing.
-check_version()
+def load_at_import():
+    """What importing the package does: the version guard, then the library, unless it
+    was built for another TensorFlow. Never raises; a failure is one warning, and the
+    same error comes back at the first op call."""
+    if check_version():
+        return
+    try:
+        load_library()
+    except LibraryLoadError as e:
+        warnings.warn(f"{e}\n(tf_conv_backprop: the op library was not loaded at import; "
+                      "the first op call raises this error.)", LibraryLoadFailedWarning,
+                      stacklevel=3)

@@ -12,6 +12,7 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tf_ops/core/cpu_engine.h"
 #include "tf_ops/core/geometry.h"
+#include "tf_ops/tf/binding_util.h"
 #if GOOGLE_CUDA
 #include "tensorflow/core/framework/device_base.h"
 #include "tf_ops/core/cuda_engine.h"
@@ -27,23 +28,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-
-absl::Status ToTf(const Status& s) {
-  switch (s.code) {
-    case ErrorCode::kOk: return absl::OkStatus();
-    case ErrorCode::kInvalidArgument: return absl::InvalidArgumentError(s.message);
-    case ErrorCode::kUnimplemented: return absl::UnimplementedError(s.message);
-    case ErrorCode::kResourceExhausted: return absl::ResourceExhaustedError(s.message);
-    case ErrorCode::kInternal: break;
-  }
-  return absl::InternalError(s.message);
-}
-
-std::vector<int64_t> DimsOfTensor(const Tensor& t) {
-  std::vector<int64_t> dims;
-  for (int i = 0; i < t.dims(); ++i) dims.push_back(t.dim_size(i));
-  return dims;
-}
 
 CpuContext MakeCpuContext(OpKernelContext* ctx) {
   const auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
@@ -129,14 +113,7 @@ template <typename Device, typename T, OpKind kOp>
 class ConvBackpropOp : public OpKernel {
  public:
   explicit ConvBackpropOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string data_format, padding;
-    std::vector<int64_t> strides, dilations, explicit_paddings;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("data_format", &data_format));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("dilations", &dilations));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("explicit_paddings", &explicit_paddings));
-    OP_REQUIRES_OK(ctx, ToTf(ParseAttrs(kOp, data_format, padding, strides, dilations, explicit_paddings, &attrs_)));
+    OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, kOp, &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -145,16 +122,9 @@ class ConvBackpropOp : public OpKernel {
     const Tensor& sizes = ctx->input(kInputGrad ? 0 : 1);
     const Tensor& data = ctx->input(kInputGrad ? 1 : 0);
     const Tensor& out_backprop = ctx->input(2);
-    const std::vector<int64_t> data_dims = DimsOfTensor(data);
-    const std::vector<int64_t> dy_dims = DimsOfTensor(out_backprop);
-
     std::vector<int64_t> sized_dims;
-    OP_REQUIRES_OK(ctx, ToTf(ShapeFromSizes(kOp, attrs_, DimsOfTensor(sizes), sizes.flat<int32_t>().data(),
-                                            kInputGrad ? data_dims : std::vector<int64_t>(), dy_dims,
-                                            &sized_dims)));
     ConvGeometry geo;
-    OP_REQUIRES_OK(ctx, ToTf(ComputeGeometry(kOp, attrs_, kInputGrad ? sized_dims : data_dims,
-                                             kInputGrad ? data_dims : sized_dims, dy_dims, &geo)));
+    OP_REQUIRES_OK(ctx, GeometryOfCall(kOp, attrs_, sizes, DimsOf(data), DimsOf(out_backprop), &sized_dims, &geo));
     TensorShape out_shape;
     OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(sized_dims, &out_shape));
     if constexpr (std::is_same_v<Device, CpuDevice>) {
