@@ -14,9 +14,10 @@ import tensorflow as tf
 COPIES = 4
 
 
-def timed_function(fn, case, rng, copies=COPIES):
+def timed_function(fn, case, rng, copies=COPIES, jit_compile=False):
     """A tf.function running `copies` gradients of `case` one after another. Each copy
-    gets its own out_backprop so Grappler cannot merge them as common subexpressions."""
+    gets its own out_backprop so Grappler cannot merge them as common subexpressions.
+    With `jit_compile`, the whole function is compiled by XLA."""
     def const(shape):
         return tf.cast(tf.constant(rng.standard_normal(shape, np.float32)), case.dtype)
     if case.spec.computes == "input":
@@ -27,7 +28,7 @@ def timed_function(fn, case, rng, copies=COPIES):
         second = tf.constant(case.filter_shape, tf.int32)
     dys = [const(case.out_backprop_shape) for _ in range(copies)]
 
-    @tf.function(autograph=False)
+    @tf.function(autograph=False, jit_compile=jit_compile)
     def run():
         # Chained by control dependencies: independent copies would run concurrently
         # and fight over the cores, which measures the thread pools, not the kernel.

@@ -13,6 +13,11 @@ peak scratch memory per call. Rows other than float32 NHWC also time our float32
 on the same shape in the same rounds and report ours / ours-f32-NHWC (the issue's
 bound where TF cannot run: NCHW <= 1.5, float64 <= 2.5). Ends with a summary per
 family against the issue's "Done when" thresholds. Writes JSON and a PNG bar chart.
+
+A config with a third field `xla` (e.g. float32:NHWC:xla) compiles both sides with XLA
+(tf.function(jit_compile=True)): TF/ours is then TF's XLA lowering against ours, and
+the column XLA/plain is our op under XLA over our own kernel without XLA, in the same
+rounds: what XLA costs or gains on these layers.
 """
 import argparse
 import ctypes
@@ -73,7 +78,7 @@ SHAPES = [
 ]
 OPS_OF = {"conv2d": ("conv2d_input", "conv2d_filter"),
           "depthwise": ("depthwise_input", "depthwise_filter")}
-DEFAULT_CONFIGS = "float32:NHWC,float32:NCHW,float64:NHWC,bfloat16:NHWC"
+DEFAULT_CONFIGS = "float32:NHWC,float32:NCHW,float64:NHWC,bfloat16:NHWC,float32:NHWC:xla"
 BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 # Issue 3, "Done when": (family, dtype, layout) -> (median TF/ours >=, every shape >=).
@@ -186,13 +191,14 @@ def copies_for(probe_seconds):
     return COPIES if probe_seconds < 0.02 else 2 if probe_seconds < 0.2 else 1
 
 
-def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, scratch):
+def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, scratch,
+               xla=False):
     case = Case(op=op, dtype=dtype, data_format=layout, batch=batch, **geometry)
-    primary = (dtype, layout) == ("float32", "NHWC")
+    primary = (dtype, layout) == ("float32", "NHWC") and not xla
     ours_fn, tf_fn = _OURS[op], BY_KEY[op].tf_reference
 
-    def build(fn, c, copies):
-        return timed_function(fn, c, np.random.default_rng(0), copies)
+    def build(fn, c, copies, jit_compile=xla):
+        return timed_function(fn, c, np.random.default_rng(0), copies, jit_compile)
 
     # Probe (one copy each): correctness against TF and the cost of one call.
     ours1 = build(ours_fn, case, 1)
@@ -200,7 +206,7 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
     out_ours, _ = try_call(ours1)
     if out_ours is None:
         return {"family": family, "shape": label, "op": op, "dtype": dtype, "layout": layout,
-                "error": "ours failed"}
+                "xla": xla, "error": "ours failed"}
     probe = seconds(ours1)
     tf1 = build(tf_fn, case, 1)
     out_tf, tf_error = try_call(tf1)
@@ -217,7 +223,10 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
     if out_tf is not None:
         runs.append(build(tf_fn, case, copies))
         names.append("tf")
-    if not primary:
+    if xla:
+        runs.append(build(ours_fn, case, copies, jit_compile=False))
+        names.append("ours_no_xla")
+    elif not primary:
         base = Case(op=op, dtype="float32", data_format="NHWC", batch=batch, **geometry)
         runs.append(build(ours_fn, base, copies))
         names.append("ours_f32_nhwc")
@@ -230,7 +239,7 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
     flops = flops_of(case)
     ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     row = {"family": family, "shape": label, "op": op, "grad": BY_KEY[op].computes,
-           "dtype": dtype, "layout": layout, "batch": batch, "copies": copies,
+           "dtype": dtype, "layout": layout, "xla": xla, "batch": batch, "copies": copies,
            "rounds": args.rounds, "gflop": flops / 1e9, "ours_ms": ms["ours"],
            "ours_gflops": flops / ms["ours"] / 1e6, "tf_ms": ms.get("tf"),
            "tf_gflops": flops / ms["tf"] / 1e6 if "tf" in ms else None,
@@ -239,6 +248,9 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
            "ours_over_ours_f32_nhwc": (median_ratio(times["ours"], times["ours_f32_nhwc"])
                                        if "ours_f32_nhwc" in times else None),
            "ours_f32_nhwc_ms": ms.get("ours_f32_nhwc"),
+           "xla_over_no_xla": (median_ratio(times["ours"], times["ours_no_xla"])
+                               if "ours_no_xla" in times else None),
+           "ours_no_xla_ms": ms.get("ours_no_xla"),
            "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(case),
            "spread_ours": (max(times["ours"]) - min(times["ours"])) / min(times["ours"])}
     if family == "conv2d":
@@ -257,8 +269,9 @@ def fmt(x, spec):
 
 
 def print_rows(rows):
+    xla = any(r.get("xla") for r in rows)
     headers = ["shape", "grad", "dtype", "layout", "ours ms", "ours GF/s", "TF ms", "TF GF/s",
-               "TF/ours", "ours/f32", "peak", "scratch MiB", "spread"]
+               "TF/ours", "XLA/plain" if xla else "ours/f32", "peak", "scratch MiB", "spread"]
     text = []
     for r in rows:
         if "error" in r:
@@ -268,7 +281,8 @@ def print_rows(rows):
         text.append([r["shape"], r["grad"], r["dtype"], r["layout"], fmt(r["ours_ms"], ".2f"),
                      fmt(r["ours_gflops"], ".1f"), fmt(r["tf_ms"], ".2f"),
                      fmt(r["tf_gflops"], ".1f"), tf_ratio,
-                     fmt(r["ours_over_ours_f32_nhwc"], ".2f"), fmt(r["peak_fraction"], ".0%"),
+                     fmt(r["xla_over_no_xla"] if xla else r["ours_over_ours_f32_nhwc"], ".2f"),
+                     fmt(r["peak_fraction"], ".0%"),
                      fmt(None if r["peak_scratch_bytes"] is None
                          else r["peak_scratch_bytes"] / 2 ** 20, ".1f"),
                      fmt(r["spread_ours"], ".0%")])
@@ -281,7 +295,8 @@ def summarize(rows):
     groups = {}
     for r in rows:
         if "error" not in r:
-            groups.setdefault((r["family"], r["dtype"], r["layout"]), []).append(r)
+            layout = r["layout"] + (" XLA" if r.get("xla") else "")
+            groups.setdefault((r["family"], r["dtype"], layout), []).append(r)
     lines, summary = [], []
     for key, rs in groups.items():
         ratios = [r["tf_over_ours"] for r in rs if r["tf_over_ours"] is not None]
@@ -303,6 +318,12 @@ def summarize(rows):
             text += (f"; target median >= {med_t}" + (f", none < {min_t}" if min_t else "") +
                      f": {len(below)} below, {'MET' if entry['met'] else 'NOT MET'}")
         bound = SELF_BOUNDS.get(key[2]) or SELF_BOUNDS.get(key[1])
+        xla_costs = [r["xla_over_no_xla"] for r in rs if r.get("xla_over_no_xla")]
+        if xla_costs:
+            entry.update(median_xla_over_no_xla=statistics.median(xla_costs),
+                         max_xla_over_no_xla=max(xla_costs), min_xla_over_no_xla=min(xla_costs))
+            text += (f"; ours under XLA / ours without: median {statistics.median(xla_costs):.2f}"
+                     f" (min {min(xla_costs):.2f}, max {max(xla_costs):.2f})")
         selfs = [r["ours_over_ours_f32_nhwc"] for r in rs if r["ours_over_ours_f32_nhwc"]]
         if bound and selfs:
             over = sum(s > bound for s in selfs)
@@ -330,7 +351,8 @@ def plot(rows, path):
     groups = {}
     for r in rows:
         if r.get("tf_over_ours") is not None:
-            groups.setdefault((r["dtype"], r["layout"]), []).append(r)
+            groups.setdefault((r["dtype"], r["layout"] + (" XLA" if r.get("xla") else "")),
+                              []).append(r)
     if not groups:
         return
     fig, axes = plt.subplots(len(groups), 1, figsize=(14, 4.5 * len(groups)), squeeze=False)
@@ -355,6 +377,9 @@ def main(argv=None):
     families = [f for f in args.family.split(",") if f]
     ops = [o for o in args.op.split(",") if o]
     configs = [tuple(c.split(":")) for c in args.configs.split(",") if c]
+    bad = [c for c in configs if len(c) not in (2, 3) or (len(c) == 3 and c[2] != "xla")]
+    if bad:
+        raise SystemExit(f"--configs: expected dtype:layout or dtype:layout:xla, got {bad}")
     if args.peak_gflops and args.peak_gbs:
         gflops, gbs = args.peak_gflops, args.peak_gbs
     else:
@@ -367,8 +392,10 @@ def main(argv=None):
           f"ISA variant: {os.environ.get('TF_CONV_BACKPROP_ISA', 'best supported')}; "
           f"rounds {args.rounds}; scratch counter: {'yes' if scratch.fn else 'no'}", flush=True)
     rows = []
-    for dtype, layout in configs:
-        print(f"\n== {dtype} {layout}", flush=True)
+    for dtype, layout, *xla in configs:
+        xla = bool(xla)
+        print(f"\n== {dtype} {layout}" + (" (both sides compiled with XLA)" if xla else ""),
+              flush=True)
         block = []
         for family, label, batch, geometry in SHAPES:
             if family not in families or args.shape not in label:
@@ -377,7 +404,7 @@ def main(argv=None):
                 if ops and op not in ops:
                     continue
                 row = bench_case(family, label, op, dtype, layout, args.batch or batch, geometry,
-                                 args, peaks, scratch)
+                                 args, peaks, scratch, xla)
                 block.append(row)
                 if "error" in row:
                     print(f"  {label} {op}: {row['error']}", flush=True)

@@ -1,5 +1,6 @@
 """Calls all fourteen public names of an installed tf_conv_backprop and compares
-each with TF's built-in on a small case. Run it with the interpreter of the
+each with TF's built-in on a small case, eagerly and compiled with XLA
+(jit_compile=True) on both sides. Run it with the interpreter of the
 environment to check, from outside the source tree:
 
     cd /tmp && /path/to/venv/bin/python /path/to/check_install.py
@@ -27,11 +28,18 @@ def main():
         depthwise = "depthwise" in name
         dy = tf.constant(rng.standard_normal([2, 3, 3, 6 if depthwise else 2]), tf.float32)
         args = ((x.shape.as_list(), w, dy) if "input" in name else (x, w.shape.as_list(), dy))
-        ours = getattr(module, name)(*args, strides=[1, 2, 2, 1], padding="SAME")
-        theirs = getattr(tf.compat.v1.nn, name)(*args, strides=[1, 2, 2, 1], padding="SAME")
-        err = float(tf.norm(ours - theirs) / tf.norm(theirs))
-        assert err < 1e-5, f"{namespace}.{name}: relative difference {err}"
-        print(f"ok  tf_conv_backprop.{namespace}.{name}  rel diff vs TF {err:.1e}")
+        errs = []
+        for jit in (False, True):
+            def call(fn):
+                return tf.function(lambda: fn(*args, strides=[1, 2, 2, 1], padding="SAME"),
+                                   jit_compile=jit)() if jit else fn(*args, strides=[1, 2, 2, 1],
+                                                                     padding="SAME")
+            ours = call(getattr(module, name))
+            theirs = call(getattr(tf.compat.v1.nn, name))
+            errs.append(float(tf.norm(ours - theirs) / tf.norm(theirs)))
+            assert errs[-1] < 1e-5, f"{namespace}.{name} (XLA: {jit}): relative difference {errs[-1]}"
+        print(f"ok  tf_conv_backprop.{namespace}.{name}  rel diff vs TF {errs[0]:.1e}, "
+              f"under XLA {errs[1]:.1e}")
     print(f"{len(NAMES)} public names OK from {os.path.dirname(tcb.__file__)}")
 
 

@@ -26,7 +26,9 @@ import numpy as np
 OPS = ("conv2d_input", "conv2d_filter", "depthwise_input", "depthwise_filter")
 SHORT = {"conv2d_input": "BI", "conv2d_filter": "BF", "depthwise_input": "DI",
          "depthwise_filter": "DF"}
-MODES = ("eager", "function")
+# "xla": inside a tf.function(jit_compile=True); expected as in a tf.function unless a
+# case says otherwise.
+MODES = ("eager", "function", "xla")
 BIG = 1879048192  # the S9 value: 4 or 13 of them overflow int64 as an element count
 TF_ERRORS = ("InvalidArgumentError", "UnimplementedError")
 
@@ -43,12 +45,18 @@ class Expect:
     shape: Optional[list] = None     # zeros / ok
     reference: bool = False          # ok: compare with reference.py
 
+    @staticmethod
+    def _for(value, mode):
+        if not isinstance(value, dict):
+            return value
+        return value[mode] if mode in value or mode != "xla" else value["function"]
+
     def classes_for(self, mode):
-        c = self.classes[mode] if isinstance(self.classes, dict) else self.classes
+        c = self._for(self.classes, mode)
         return (c,) if isinstance(c, str) else tuple(c)
 
     def names_for(self, mode):
-        return tuple(self.names[mode] if isinstance(self.names, dict) else self.names)
+        return tuple(self._for(self.names, mode))
 
 
 def err(classes, *names):
@@ -702,6 +710,8 @@ def run_case(case_id, mode):
             # Constants created inside: the shape functions see their values, and
             # Grappler may constant-fold the op (running the kernel) while optimizing.
             out = tf.function(build_and_call, autograph=False)()
+        elif mode == "xla":
+            out = tf.function(build_and_call, autograph=False, jit_compile=True)()
         else:
             raise ValueError(f"unknown mode {mode!r}")
         arr = np.asarray(out.numpy()).astype(np.float64)

@@ -1,7 +1,7 @@
 """The Python API: TF's names, signatures and docstrings; argument handling
 (`filters` alias, padding forms, `name`); the four ops in every execution mode;
-static shapes in graph mode; the lazy, thread-safe library loader and its error
-messages; every dtype and NCHW.
+static shapes in graph mode; the thread-safe library loader (loading at import) and
+its error messages; every dtype and NCHW.
 
 Inputs are drawn from a seeded NumPy generator; every numeric failure message
 carries the seed."""

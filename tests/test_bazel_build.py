@@ -90,3 +90,16 @@ def test_localised_symbol_prefix_matches():
     assert "_ZN16tf_conv_backprop3cpu" in makefile and "-R .group" in makefile
     assert '"_ZN16tf_conv_backprop3cpu%d%s*" % (len(isa), isa)' in isa_bzl
     assert re.search(r'"-R", "\.group", "--wildcard", "--keep-global-symbol="', isa_bzl)
+
+
+def test_both_link_libtensorflow_cc_and_xla_includes():
+    """The XLA kernels need libtensorflow_cc and XLA's include roots in both builds."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "build_tools"))
+    import tf_config
+    assert "-l:" + tf_config.cc_library() in tf_config.link_flags()
+    for d in tf_config.xla_include_dirs():
+        assert os.path.isdir(d), d
+    bzl = open(os.path.join(ROOT, "build_tools", "bazel", "tf_configure.bzl")).read()
+    assert 'conf["xla_includes"]' in bzl and 'name = "libtensorflow_cc"' in bzl
+    assert "@local_config_tf//:libtensorflow_cc" in open(os.path.join(ROOT, "BUILD.bazel")).read()

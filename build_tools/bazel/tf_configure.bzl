@@ -6,7 +6,10 @@ every path and flag comes from that interpreter's tf.sysconfig, and generates:
 
     @local_config_tf//:tf_header_lib            TF's headers (and Eigen, absl, ...) with
                                                 TF's defines (-D_GLIBCXX_USE_CXX11_ABI=...)
+                                                and the include roots XLA's headers need
     @local_config_tf//:libtensorflow_framework  libtensorflow_framework.so.2
+    @local_config_tf//:libtensorflow_cc         libtensorflow_cc.so.2 (XLA's op registry,
+                                                for the XLA kernels)
     @local_config_tf//:build_defs.bzl           TF_COPTS (e.g. --std=c++17), TF_VERSION,
                                                 TF_BUILD_INFO (what the library is built
                                                 against: TF version, C++ ABI, CUDA)
@@ -45,6 +48,8 @@ def _tf_configure_impl(ctx):
     ctx.symlink(conf["include"], "include")
     framework = conf["framework_library"]
     ctx.symlink(conf["lib"] + "/" + framework, "lib/" + framework)
+    cc = conf["cc_library"]
+    ctx.symlink(conf["lib"] + "/" + cc, "lib/" + cc)
     # The compiler Bazel's auto-configured C++ toolchain picks: $CC, else gcc.
     compiler = ctx.os.environ.get("CC", "gcc")
     _run(ctx, [python, script, "build-info", ctx.path("build_info.json"), "--builder",
@@ -66,12 +71,17 @@ def _tf_configure_impl(ctx):
         '    name = "tf_header_lib",',
         '    hdrs = glob(["include/**"]),',
         "    defines = %r," % conf["defines"],
-        '    includes = ["include"],',
+        "    includes = %r," % (["include"] + conf["xla_includes"]),
         ")",
         "",
         "cc_import(",
         '    name = "libtensorflow_framework",',
         '    shared_library = "lib/%s",' % framework,
+        ")",
+        "",
+        "cc_import(",
+        '    name = "libtensorflow_cc",',
+        '    shared_library = "lib/%s",' % cc,
         ")",
         "",
     ]))

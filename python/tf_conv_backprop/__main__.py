@@ -83,6 +83,29 @@ def probe_kernels(library, devices):
     return found
 
 
+def probe_xla(library):
+    """{op name: dtype names that compile and run under tf.function(jit_compile=True)
+    on the CPU} (XLA has no kernel registry to read either)."""
+    found = {}
+    for spec in OPS:
+        op = getattr(library, spec.generated)
+        extra = {"use_cudnn_on_gpu": True} if spec.use_cudnn_on_gpu else {}
+        names = found.setdefault(spec.op_name, [])
+        for dtype in DTYPES:
+            args = _probe_args(spec, dtype)
+            compiled = tf.function(lambda *a: op(*a, strides=[1, 1, 1, 1], padding="VALID",
+                                                 explicit_paddings=[], data_format="NHWC",
+                                                 dilations=[1, 1, 1, 1], **extra),
+                                   jit_compile=True)
+            try:
+                with tf.device("/CPU:0"):
+                    compiled(*args)
+            except (tf.errors.OpError, TypeError, ValueError):
+                continue
+            names.append(dtype.name)
+    return found
+
+
 def collect():
     """Everything `info` reports, as plain data."""
     info = _loader.build_info()
@@ -99,7 +122,7 @@ def collect():
                        "link_flags": tf.sysconfig.get_link_flags(), "devices": devices},
         "build_info": info,
         "version_mismatches": [list(m) for m in _loader.version_mismatches(info)],
-        "kernels": {}, "load_error": None,
+        "kernels": {}, "xla_kernels": {}, "xla_usable": None, "load_error": None,
         "kernel_probe": "each op run per dtype on each visible device; Tensor.device "
                         "tells where it ran",
         "gpu_visible": any(_device_kind(d) == "GPU" for d in devices),
@@ -112,6 +135,8 @@ def collect():
         report["load_error"] = str(e)
         return report
     report["kernels"] = probe_kernels(library, devices)
+    report["xla_usable"] = _loader.xla_kernels_usable()
+    report["xla_kernels"] = probe_xla(library)
     return report
 
 
@@ -167,6 +192,12 @@ def render(report):
             else:
                 gpu = "(no GPU visible)"
             add(f"  {op_name:<50} {cpu:<34} {gpu}")
+        add("")
+        add("XLA kernels (each op compiled with tf.function(jit_compile=True) per dtype, on CPU)")
+        if report["xla_usable"] is False:
+            add(f"  NOT USABLE in this process: {_loader.XLA_IMPORT_ORDER_HINT}")
+        for op_name, names in report["xla_kernels"].items():
+            add(f"  {op_name:<50} {' '.join(names) or 'none'}")
     add("")
     add(f"Support matrix (vs TF {tfi['version']}'s built-in CPU kernels; `make report` "
         "measures each cell)")
@@ -179,7 +210,8 @@ def render(report):
 def healthy(report):
     if report["load_error"] or not report["kernels"]:
         return False
-    return all(per_device.get("CPU") for per_device in report["kernels"].values())
+    return (all(per_device.get("CPU") for per_device in report["kernels"].values())
+            and all(report["xla_kernels"].get(op) for op in report["kernels"]))
 
 
 def main(argv=None):
