@@ -24,7 +24,8 @@ ALLOWED_LIBRARIES = {
     "libgcc_s.so.1", "libstdc++.so.6", "libatomic.so.1", "ld-linux-x86-64.so.2",
     "libmvec.so.1", "libanl.so.1", "libresolv.so.2", "libutil.so.1", "libz.so.1",
 }
-PROVIDED_BY_TENSORFLOW = {"libtensorflow_framework.so.2"}
+# The tensorflow wheel the package requires ships both (the XLA kernels need _cc).
+PROVIDED_BY_TENSORFLOW = {"libtensorflow_framework.so.2", "libtensorflow_cc.so.2"}
 
 # x86_64: (glibc minor of the policy, newest GLIBCXX_3.4.N, CXXABI_1.3.N, GCC_x.y.z).
 # From auditwheel's manylinux policies; a version newer than the last row has no

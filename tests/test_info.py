@@ -149,11 +149,16 @@ def test_info_text(runs):
         assert f"GPU kernels:   yes, CUDA {built['cuda_version']}" in out, out
     else:
         assert "GPU kernels:   no (CPU-only build" in out, out
+    registered, xla = out.split("\nXLA kernels", 1)
     for spec in OPS:
-        row = [line for line in out.splitlines() if line.strip().startswith(spec.op_name + " ")]
+        row = [line for line in registered.splitlines()
+               if line.strip().startswith(spec.op_name + " ")]
         assert len(row) == 1, (spec.op_name, out)
         assert " ".join(DTYPE_NAMES) in row[0], row[0]
         assert "(no GPU visible)" in row[0], row[0]
+        xla_row = [line for line in xla.split("\nSupport matrix")[0].splitlines()
+                   if line.strip().startswith(spec.op_name + " ")]
+        assert len(xla_row) == 1 and xla_row[0].split()[1:] == list(DTYPE_NAMES), (spec, out)
     assert "depthwise gradients, dilations > 1" in out and "wrong numbers" in out
 
 
@@ -171,6 +176,8 @@ def test_info_json(runs):
     assert sorted(report["kernels"]) == sorted(spec.op_name for spec in OPS)
     for op_name, per_device in report["kernels"].items():
         assert per_device == {"CPU": DTYPE_NAMES}, (op_name, per_device)
+    assert report["xla_usable"] is True
+    assert report["xla_kernels"] == {op: DTYPE_NAMES for op in report["kernels"]}
     assert len(report["support_matrix"]) >= 8
 
 

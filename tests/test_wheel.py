@@ -133,4 +133,6 @@ def test_installed_info(venv, tmp_path):
     proc = _run([os.path.join(venv, "bin", "python"), "-m", "tf_conv_backprop", "info"],
                 timeout=600, env=env, cwd=str(tmp_path))
     assert "match: the library was built for this TensorFlow" in proc.stdout, proc.stdout
-    assert proc.stdout.count("float16 bfloat16 float32 float64") == 4, proc.stdout
+    registered, xla = proc.stdout.split("\nXLA kernels", 1)
+    assert registered.count("float16 bfloat16 float32 float64") == 4, proc.stdout
+    assert xla.count("float16 bfloat16 float32 float64") == 4, proc.stdout

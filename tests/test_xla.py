@@ -259,3 +259,22 @@ def test_without_xla_the_graph_runs_our_kernels():
     types = {op.type for op in f.get_concrete_function(*args).graph.get_operations()}
     assert "ConvBackprop>DepthwiseConv2dNativeBackpropInput" in types
     np.testing.assert_array_equal(got, cases.run_ours(case, arrays))
+
+
+GPUS = tf.config.list_logical_devices("GPU")
+
+
+@pytest.mark.skipif(not GPUS, reason="no GPU visible")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", [op.key for op in OPS])
+def test_xla_on_gpu(op, dtype):
+    """XLA's GPU backend (cuDNN) compiles the same lowering: NCHW, strided, dilated."""
+    for seed in range(3):
+        case = sample_case(op, dtype, "NCHW", "EXPLICIT" if seed else "SAME", True, 90 + seed)
+        arrays = make_arrays(case)
+        with tf.device(GPUS[0].name):
+            _, _, got = _run_compiled(case, arrays)
+        err = cases.rel_error(got, cases.run_reference(case, arrays))
+        # TF32 may be on for float32 (TF's default on Ampere and newer).
+        budget = 2e-3 if dtype == "float32" else cases.TOLERANCE[dtype]
+        assert err == err and err <= budget, f"{case}: XLA on GPU vs reference {err}"
