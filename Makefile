@@ -162,7 +162,7 @@ pytest: build
 
 test: core-test sanitize pytest
 
-# ---- Sanitizers and fuzzing (issue 6) -------------------------------------------------
+# ---- Sanitizers and fuzzing: no input may crash the core ------------------------------
 # One clang build of the core with ASan + UBSan (+ libFuzzer coverage) in $(SAN_DIR):
 #   make core-test-asan  the core tests, then the fuzz corpus + SAN_MUTATIONS random
 #                        mutations of it (tests/core/fuzz_replay_main.cc); any report fails

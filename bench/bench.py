@@ -41,7 +41,7 @@ from tf_conv_backprop._ops import BY_KEY  # noqa: E402
 from _timing import (COPIES, format_table, median_ratio, seconds,  # noqa: E402
                      time_alternating, timed_function)
 
-# (family, label, batch, geometry). Batch 8 unless noted (issue 3).
+# (family, label, batch, geometry): real-network layers, batch 8 unless noted.
 def _conv(label, hw, cin, cout, k, stride=1, dilation=1, batch=8, padding="SAME"):
     return ("conv2d", label, batch, dict(in_rows=hw, in_cols=hw, in_depth=cin, filter_rows=k,
                                           filter_cols=k, out_channels=cout, strides=(stride,) * 2,
@@ -81,7 +81,7 @@ OPS_OF = {"conv2d": ("conv2d_input", "conv2d_filter"),
 DEFAULT_CONFIGS = "float32:NHWC,float32:NCHW,float64:NHWC,bfloat16:NHWC,float32:NHWC:xla"
 BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
-# Issue 3, "Done when": (family, dtype, layout) -> (median TF/ours >=, every shape >=).
+# Speed targets: (family, dtype, layout) -> (median TF/ours >=, every shape >=).
 TARGETS = {("conv2d", "float32", "NHWC"): (1.0, 0.8),
            ("depthwise", "float32", "NHWC"): (1.5, 1.0),
            ("conv2d", "bfloat16", "NHWC"): (0.8, None)}
@@ -418,7 +418,7 @@ def main(argv=None):
             print_rows(block)
         rows += block
     lines, summary = summarize(rows)
-    print("\nSummary (TF/ours > 1: ours faster; issue 3 targets where they exist)")
+    print("\nSummary (TF/ours > 1: ours faster; against the speed targets where they exist)")
     for line in lines:
         print("  " + line)
     if args.json:

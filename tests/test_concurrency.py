@@ -1,4 +1,4 @@
-"""Concurrency and leaks (issue 6, item 5), each check in its own child process (a
+"""Concurrency and leaks, each check in its own child process (a
 crash fails the test instead of killing pytest, and the memory measurement sees only
 its own work):
 

@@ -1,4 +1,4 @@
-"""Property-based fuzzing (hypothesis) of the public API, issue 6 item 2.
+"""Property-based fuzzing (hypothesis) of the public API.
 
 Each example is one call of a public function (tf_conv_backprop.nn /
 compat.v1.nn, TF's names and signatures) or of the generated op, built from a

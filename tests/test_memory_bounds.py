@@ -1,4 +1,4 @@
-"""Memory bounds (issue 6, item 6), each check in a child process (an out-of-memory
+"""Memory bounds, each check in a child process (an out-of-memory
 kill or a crash fails the test instead of killing pytest):
 
   - a legal but impossible request (an output of 2**62 elements, or terabytes) fails

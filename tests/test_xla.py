@@ -21,6 +21,7 @@ import cnn
 import tf_conv_backprop as tcb
 from cases import DTYPES, EMPTY, FORMATS, PADDINGS, empty_case, make_arrays, sample_case
 from tf_conv_backprop._ops import OPS
+from tf_conv_backprop._wrappers import V1_NAMES, V2_NAMES
 
 CASES_PER_CELL = 2
 CELLS = list(itertools.product([op.key for op in OPS], DTYPES, FORMATS, PADDINGS, (False, True)))
@@ -67,23 +68,15 @@ def test_xla_lowers_to_one_convolution(op, data_format):
     assert "custom-call" not in hlo, hlo
 
 
+def _op_key(name):
+    return (("depthwise" if "depthwise" in name else "conv2d") + "_"
+            + ("input" if name.endswith("_input") else "filter"))
+
+
 # The public names: (module, name, op key).
-PUBLIC = [(mod, name, key) for mod, names in [
-    ("nn", [("conv2d_backprop_input", "conv2d_input"),
-            ("conv2d_backprop_filter", "conv2d_filter"),
-            ("depthwise_conv2d_backprop_input", "depthwise_input"),
-            ("depthwise_conv2d_backprop_filter", "depthwise_filter"),
-            ("depthwise_conv2d_native_backprop_input", "depthwise_input"),
-            ("depthwise_conv2d_native_backprop_filter", "depthwise_filter")]),
-    ("compat.v1.nn", [("conv2d_backprop_input", "conv2d_input"),
-                      ("conv2d_backprop_filter", "conv2d_filter"),
-                      ("depthwise_conv2d_backprop_input", "depthwise_input"),
-                      ("depthwise_conv2d_backprop_filter", "depthwise_filter"),
-                      ("depthwise_conv2d_native_backprop_input", "depthwise_input"),
-                      ("depthwise_conv2d_native_backprop_filter", "depthwise_filter")]),
-    ("compat.v2.nn", [("depthwise_conv2d_backprop_input", "depthwise_input"),
-                      ("depthwise_conv2d_backprop_filter", "depthwise_filter")]),
-] for name, key in names]
+PUBLIC = [(mod, name, _op_key(name))
+          for mod, names in [("nn", V1_NAMES), ("compat.v1.nn", V1_NAMES), ("compat.v2.nn", V2_NAMES)]
+          for name in names]
 
 
 def _public(mod, name):

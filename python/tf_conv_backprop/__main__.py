@@ -60,12 +60,19 @@ def _probe_args(spec, dtype):
     return tensor, tf.constant([1, 1, 1, 1], tf.int32), tensor
 
 
+def _probe_call(library, spec):
+    """The generated op with the probe's attributes (stride 1, VALID, NHWC)."""
+    op = getattr(library, spec.generated)
+    extra = {"use_cudnn_on_gpu": True} if spec.use_cudnn_on_gpu else {}
+    return lambda *args: op(*args, strides=[1, 1, 1, 1], padding="VALID", explicit_paddings=[],
+                            data_format="NHWC", dilations=[1, 1, 1, 1], **extra)
+
+
 def probe_kernels(library, devices):
     """{op name: {device: [dtype names whose kernel ran there]}}."""
     found = {}
     for spec in OPS:
-        op = getattr(library, spec.generated)
-        extra = {"use_cudnn_on_gpu": True} if spec.use_cudnn_on_gpu else {}
+        call = _probe_call(library, spec)
         per_device = found.setdefault(spec.op_name, {})
         for device in devices:
             kind = _device_kind(device)
@@ -73,9 +80,7 @@ def probe_kernels(library, devices):
             for dtype in DTYPES:
                 try:
                     with tf.device(device):
-                        out = op(*_probe_args(spec, dtype), strides=[1, 1, 1, 1],
-                                 padding="VALID", explicit_paddings=[], data_format="NHWC",
-                                 dilations=[1, 1, 1, 1], **extra)
+                        out = call(*_probe_args(spec, dtype))
                 except (tf.errors.OpError, TypeError, ValueError):
                     continue
                 if _device_kind(out.device) == kind:
@@ -88,18 +93,12 @@ def probe_xla(library):
     on the CPU} (XLA has no kernel registry to read either)."""
     found = {}
     for spec in OPS:
-        op = getattr(library, spec.generated)
-        extra = {"use_cudnn_on_gpu": True} if spec.use_cudnn_on_gpu else {}
+        compiled = tf.function(_probe_call(library, spec), jit_compile=True)
         names = found.setdefault(spec.op_name, [])
         for dtype in DTYPES:
-            args = _probe_args(spec, dtype)
-            compiled = tf.function(lambda *a: op(*a, strides=[1, 1, 1, 1], padding="VALID",
-                                                 explicit_paddings=[], data_format="NHWC",
-                                                 dilations=[1, 1, 1, 1], **extra),
-                                   jit_compile=True)
             try:
                 with tf.device("/CPU:0"):
-                    compiled(*args)
+                    compiled(*_probe_args(spec, dtype))
             except (tf.errors.OpError, TypeError, ValueError):
                 continue
             names.append(dtype.name)

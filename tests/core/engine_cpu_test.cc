@@ -8,7 +8,7 @@
 //     and channel counts that leave transpose / conversion tails;
 //  3. repeated calls are bitwise equal (chunked filter gradients add per-chunk
 //     results in a fixed order);
-//  4. the scratch bound of issue 3: peak scratch per call <= max(32 MiB, output
+//  4. the engine's scratch bound: peak scratch per call <= max(32 MiB, output
 //     bytes) for every dtype and layout on a large-ish geometry.
 // Every instruction-set variant this CPU can run.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// libFuzzer target for the framework-free core (issue 6, item 3).
+// libFuzzer target for the framework-free core: no input may crash it.
 //
 // Each input is decoded (FuzzInput below) into one call of the binding's
 // sequence: ParseAttrs -> ShapeFromSizes -> ComputeGeometry, with the shapes

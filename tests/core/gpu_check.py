@@ -10,7 +10,7 @@ on a machine with an NVIDIA GPU, CUDA's nvcc and PyTorch, no TensorFlow, no netw
     (the oracle the CPU engine's core tests use; the main suite checks the CPU engine
     against TF), outputs pre-filled with NaN and guarded against out-of-bounds writes,
     bitwise determinism over repeated runs and between the int32 and int64 kernels;
- 3. speed: each op on the benchmark shapes (issue 3) against cuDNN through PyTorch
+ 3. speed: each op on the benchmark shapes against cuDNN through PyTorch
     (torch.nn.grad.conv2d_input / conv2d_weight, groups=C for depthwise; TF32 off; the
     same explicit padding for both, and the results compared), CUDA-graph timed,
     alternating, median of rounds; prints a table of ratios (cuDNN time / ours: > 1 is
@@ -120,7 +120,7 @@ def build(nvcc, arch, jobs):
     return True
 
 
-# ---- benchmark shapes (issue 3; NHWC, batch 8 unless noted, SAME unless noted) ----
+# ---- benchmark shapes (NHWC, batch 8 unless noted, SAME unless noted) ----
 
 def _conv(label, hw, cin, cout, k, stride=1, dilation=1, batch=8, padding="SAME"):
     return dict(family="conv2d", label=label, batch=batch, hw=hw, c=cin, out=cout, k=k, stride=stride,
@@ -313,7 +313,7 @@ def print_summary(rows):
         verdicts.setdefault(key, []).append(met)
         print(f"{r['op']:17s} {r['dtype']:8s} {r['shape']:34s} {r['ours_ms']:9.4f} {r['cudnn_ms']:9.4f} "
               f"{r['ratio']:6.2f} {('>=' + str(target)):>5s} {'ok' if met else 'MISS'}")
-    print("\nTargets (issue 4: depthwise >= cuDNN on every shape; conv2d within 2x, i.e. ratio >= 0.5):")
+    print("\nTargets (depthwise >= cuDNN on every shape; conv2d within 2x, i.e. ratio >= 0.5):")
     for (op, dtype), mets in sorted(verdicts.items()):
         ratios = [r["ratio"] for r in rows if r["op"] == op and r["dtype"] == dtype]
         print(f"  {op:17s} {dtype:8s} met on {sum(mets)}/{len(mets)} shapes, median ratio "

@@ -56,7 +56,7 @@ struct Dims4 {
 // for a chunk of images) are kept near this size: small enough to stay in cache
 // between the transpose and the kernel that reads it (measured on depthwise
 // C144 @56 NCHW: 16 MiB chunks cost 2.6-3.8x the float NHWC time, 4 MiB chunks
-// 1.7-2.2x), and far inside the scratch bound of issue 3 (max(32 MiB, output
+// 1.7-2.2x), and far inside the engine's scratch bound (max(32 MiB, output
 // bytes)). A chunk is at least one image.
 constexpr int64_t kChunkBytes = int64_t{4} << 20;
 constexpr int64_t kMaxChunkBytes = int64_t{16} << 20;

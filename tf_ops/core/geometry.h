@@ -132,7 +132,7 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
                        const std::vector<int64_t>& filter_shape,
                        const std::vector<int64_t>& out_backprop_shape, ConvGeometry* geo);
 
-// Memory guard (issue 6): a legal request too big for this machine fails at once
+// Memory guard: a legal request too big for this machine fails at once
 // with ResourceExhausted, naming the sizes argument, instead of TF's allocator
 // retrying for seconds or the kernel being killed for memory. What a CPU call may
 // need is its output plus the engine's scratch bound, max(32 MiB, output bytes);

@@ -36,8 +36,7 @@ inline absl::Status ReadConvAttrs(::tensorflow::OpKernelConstruction* ctx, OpKin
   return ToTf(ParseAttrs(op, data_format, padding, strides, dilations, explicit_paddings, attrs));
 }
 
-template <typename Shape>
-std::vector<int64_t> DimsOf(const Shape& t) {
+inline std::vector<int64_t> ShapeOf(const ::tensorflow::Tensor& t) {
   std::vector<int64_t> dims;
   for (int i = 0; i < t.dims(); ++i) dims.push_back(t.dim_size(i));
   return dims;
@@ -52,7 +51,7 @@ inline absl::Status GeometryOfCall(OpKind op, const ConvAttrs& attrs, const ::te
                                    const std::vector<int64_t>& dy_dims, std::vector<int64_t>* sized_dims,
                                    ConvGeometry* geo) {
   const bool input_grad = ComputesInputGrad(op);
-  TF_RETURN_IF_ERROR(ToTf(ShapeFromSizes(op, attrs, DimsOf(sizes), sizes.flat<int32_t>().data(),
+  TF_RETURN_IF_ERROR(ToTf(ShapeFromSizes(op, attrs, ShapeOf(sizes), sizes.flat<int32_t>().data(),
                                          input_grad ? data_dims : std::vector<int64_t>(), dy_dims,
                                          sized_dims)));
   return ToTf(ComputeGeometry(op, attrs, input_grad ? *sized_dims : data_dims,

@@ -124,7 +124,7 @@ class ConvBackpropOp : public OpKernel {
     const Tensor& out_backprop = ctx->input(2);
     std::vector<int64_t> sized_dims;
     ConvGeometry geo;
-    OP_REQUIRES_OK(ctx, GeometryOfCall(kOp, attrs_, sizes, DimsOf(data), DimsOf(out_backprop), &sized_dims, &geo));
+    OP_REQUIRES_OK(ctx, GeometryOfCall(kOp, attrs_, sizes, ShapeOf(data), ShapeOf(out_backprop), &sized_dims, &geo));
     TensorShape out_shape;
     OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(sized_dims, &out_shape));
     if constexpr (std::is_same_v<Device, CpuDevice>) {

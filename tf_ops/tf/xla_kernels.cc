@@ -5,9 +5,9 @@
 // geometry, so it validates exactly as the TF kernels do (same messages, at compile
 // time) and honours everything they honour: NCHW, dilations (also for depthwise,
 // which TF's non-XLA depthwise kernels ignore), explicit padding, unequal depthwise
-// strides, any depth multiplier. Why XLA's convolution and not a custom call into our
-// engine: XLA fuses it with its neighbours, runs it on any XLA device (cuDNN on GPU),
-// and needs no host round trip; README "XLA" has the measurements.
+// strides, any depth multiplier. Not a custom call into our engine, although that
+// would be faster on CPU: TF 2.21's XLA:CPU refuses the legacy custom-call APIs and
+// TF does not export XLA's FFI registration (README "XLA" has the measurements).
 //
 // The gradients as forward convolutions (all per spatial axis; k = filter size,
 // s = stride, d = dilation, e = (k-1)*d + 1, pb = the forward op's padding before):
@@ -42,26 +42,59 @@ namespace {
 using ::tensorflow::XlaOpKernel;
 using ::tensorflow::XlaOpKernelContext;
 
-struct SpatialPads {
-  std::pair<int64_t, int64_t> rows, cols;
+// One spatial axis of the forward convolution.
+struct Axis {
+  int64_t in, out, stride, dilated_filter, pad_before;
+  int64_t dilated_out() const { return (out - 1) * stride + 1; }
 };
 
-SpatialPads InputGradPadding(const ConvGeometry& g) {
-  auto axis = [](int64_t in, int64_t out, int64_t stride, int64_t eff, int64_t pad_before) {
-    const int64_t dilated_out = (out - 1) * stride + 1;
-    return std::make_pair(eff - 1 - pad_before, in - dilated_out + pad_before);
-  };
-  return {axis(g.in_rows, g.out_rows, g.stride_rows, g.eff_filter_rows(), g.pad_top),
-          axis(g.in_cols, g.out_cols, g.stride_cols, g.eff_filter_cols(), g.pad_left)};
+std::vector<Axis> SpatialAxes(const ConvGeometry& g) {
+  return {{g.in_rows, g.out_rows, g.stride_rows, g.eff_filter_rows(), g.pad_top},
+          {g.in_cols, g.out_cols, g.stride_cols, g.eff_filter_cols(), g.pad_left}};
 }
 
-SpatialPads FilterGradPadding(const ConvGeometry& g) {
-  auto axis = [](int64_t in, int64_t out, int64_t stride, int64_t eff, int64_t pad_before) {
-    const int64_t dilated_out = (out - 1) * stride + 1;
-    return std::make_pair(pad_before, eff - 1 + dilated_out - in - pad_before);
-  };
-  return {axis(g.in_rows, g.out_rows, g.stride_rows, g.eff_filter_rows(), g.pad_top),
-          axis(g.in_cols, g.out_cols, g.stride_cols, g.eff_filter_cols(), g.pad_left)};
+// (low, high) padding per axis: the input gradient's result has `in` rows, the filter
+// gradient's exactly the filter's (negative where the forward op never read).
+std::vector<std::pair<int64_t, int64_t>> InputGradPadding(const ConvGeometry& g) {
+  std::vector<std::pair<int64_t, int64_t>> pads;
+  for (const Axis& a : SpatialAxes(g)) {
+    pads.emplace_back(a.dilated_filter - 1 - a.pad_before, a.in - a.dilated_out() + a.pad_before);
+  }
+  return pads;
+}
+
+std::vector<std::pair<int64_t, int64_t>> FilterGradPadding(const ConvGeometry& g) {
+  std::vector<std::pair<int64_t, int64_t>> pads;
+  for (const Axis& a : SpatialAxes(g)) {
+    pads.emplace_back(a.pad_before, a.dilated_filter - 1 + a.dilated_out() - a.in - a.pad_before);
+  }
+  return pads;
+}
+
+// Where batch, feature, rows and cols sit in the input or output of a convolution.
+struct Roles {
+  int64_t batch, feature, rows, cols;
+};
+// Where the input feature, output feature, rows and cols sit in its kernel.
+struct KernelRoles {
+  int64_t in_feature, out_feature, rows, cols;
+};
+
+xla::ConvolutionDimensionNumbers Numbers(Roles input, KernelRoles kernel, Roles output) {
+  xla::ConvolutionDimensionNumbers dn;
+  dn.set_input_batch_dimension(input.batch);
+  dn.set_input_feature_dimension(input.feature);
+  dn.add_input_spatial_dimensions(input.rows);
+  dn.add_input_spatial_dimensions(input.cols);
+  dn.set_kernel_input_feature_dimension(kernel.in_feature);
+  dn.set_kernel_output_feature_dimension(kernel.out_feature);
+  dn.add_kernel_spatial_dimensions(kernel.rows);
+  dn.add_kernel_spatial_dimensions(kernel.cols);
+  dn.set_output_batch_dimension(output.batch);
+  dn.set_output_feature_dimension(output.feature);
+  dn.add_output_spatial_dimensions(output.rows);
+  dn.add_output_spatial_dimensions(output.cols);
+  return dn;
 }
 
 // TF's float32 policy (as its own XLA convolutions): TF32 allowed unless the user
@@ -85,46 +118,23 @@ xla::XlaOp LowerGradient(OpKind op, const ConvGeometry& g, xla::XlaOp data, xla:
   const bool narrow = type == xla::F16 || type == xla::BF16;
   const std::optional<xla::PrimitiveType> accumulate =
       narrow ? std::optional<xla::PrimitiveType>(xla::F32) : std::nullopt;
-  xla::ConvolutionDimensionNumbers dn;
+  const Roles format{d.batch, d.depth, d.rows, d.cols};
   xla::XlaOp result;
   if (ComputesInputGrad(op)) {
     // dy [format] * reversed filter [H, W, in, out] (features swapped) -> dx [format].
-    dn.set_input_batch_dimension(d.batch);
-    dn.set_input_feature_dimension(d.depth);
-    dn.add_input_spatial_dimensions(d.rows);
-    dn.add_input_spatial_dimensions(d.cols);
-    dn.set_kernel_output_feature_dimension(2);
-    dn.set_kernel_input_feature_dimension(3);
-    dn.add_kernel_spatial_dimensions(0);
-    dn.add_kernel_spatial_dimensions(1);
-    dn.set_output_batch_dimension(d.batch);
-    dn.set_output_feature_dimension(d.depth);
-    dn.add_output_spatial_dimensions(d.rows);
-    dn.add_output_spatial_dimensions(d.cols);
-    const SpatialPads pads = InputGradPadding(g);
     result = xla::ConvGeneralDilated(dy, xla::Rev(data, {0, 1}), /*window_strides=*/{1, 1},
-                                     {pads.rows, pads.cols}, /*lhs_dilation=*/{g.stride_rows, g.stride_cols},
-                                     /*rhs_dilation=*/{g.dilation_rows, g.dilation_cols}, dn,
+                                     InputGradPadding(g), /*lhs_dilation=*/{g.stride_rows, g.stride_cols},
+                                     /*rhs_dilation=*/{g.dilation_rows, g.dilation_cols},
+                                     Numbers(format, KernelRoles{3, 2, 0, 1}, format),
                                      /*feature_group_count=*/g.depthwise ? g.in_depth : 1,
                                      /*batch_group_count=*/1, &precision, accumulate);
   } else {
     // x [format] with batch and depth swapped * dy as the kernel -> dw [H, W, in, out].
-    dn.set_input_batch_dimension(d.depth);
-    dn.set_input_feature_dimension(d.batch);
-    dn.add_input_spatial_dimensions(d.rows);
-    dn.add_input_spatial_dimensions(d.cols);
-    dn.set_kernel_input_feature_dimension(d.batch);
-    dn.set_kernel_output_feature_dimension(d.depth);
-    dn.add_kernel_spatial_dimensions(d.rows);
-    dn.add_kernel_spatial_dimensions(d.cols);
-    dn.set_output_batch_dimension(2);
-    dn.set_output_feature_dimension(3);
-    dn.add_output_spatial_dimensions(0);
-    dn.add_output_spatial_dimensions(1);
-    const SpatialPads pads = FilterGradPadding(g);
     result = xla::ConvGeneralDilated(data, dy, /*window_strides=*/{g.dilation_rows, g.dilation_cols},
-                                     {pads.rows, pads.cols}, /*lhs_dilation=*/{1, 1},
-                                     /*rhs_dilation=*/{g.stride_rows, g.stride_cols}, dn,
+                                     FilterGradPadding(g), /*lhs_dilation=*/{1, 1},
+                                     /*rhs_dilation=*/{g.stride_rows, g.stride_cols},
+                                     Numbers(Roles{d.depth, d.batch, d.rows, d.cols},
+                                             KernelRoles{d.batch, d.depth, d.rows, d.cols}, Roles{2, 3, 0, 1}),
                                      /*feature_group_count=*/1,
                                      /*batch_group_count=*/g.depthwise ? g.in_depth : 1, &precision, accumulate);
     // Depthwise: [H, W, 1, C*M] holds channel c's multiplier m at c*M + m.
