@@ -27,19 +27,18 @@ JOBS ?= 2
 
 SO := python/tf_conv_backprop/_conv_backprop_ops.so
 BUILD_INFO := python/tf_conv_backprop/_build_info.json
-CORE_SRCS := tf_ops/core/geometry.cc tf_ops/core/cpu_engine.cc tf_ops/core/cpu_dispatch.cc
-# Hot kernels: compiled once per instruction set and picked at run time (tf_ops/core/cpu_isa.h).
-ISA_SRCS := tf_ops/core/conv2d_backprop_cpu.cc tf_ops/core/depthwise_backprop_cpu.cc \
-            tf_ops/core/depthwise_nchw_cpu.cc
-ISAS := baseline avx2 avx512
-ISA_FLAGS_baseline :=
-ISA_FLAGS_avx2 := -mavx2 -mfma -mf16c
-ISA_FLAGS_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
+# Source lists and ISA levels: build_tools/sources.bzl (shared with BUILD.bazel).
+SOURCES = $(shell $(PYTHON) build_tools/sources.py $(1))
+CORE_SRCS := $(call SOURCES,CORE_SRCS)
+# The CPU kernels: compiled once per instruction set and picked at run time (tf_ops/cpu/isa.h).
+ISA_SRCS := $(call SOURCES,ISA_SRCS)
+ISAS := $(call SOURCES,ISA_LEVELS)
+$(foreach i,$(ISAS),$(eval ISA_FLAGS_$(i) := $(call SOURCES,ISA_LEVELS $(i))))
 ISA_OBJS := $(foreach i,$(ISAS),$(BUILD_DIR)/isa/kernels_$(i).o)
-TF_SRCS := tf_ops/tf/ops.cc tf_ops/tf/kernels.cc tf_ops/tf/xla_kernels.cc
+TF_SRCS := $(call SOURCES,TF_SRCS)
 # The XLA kernels also need the include roots of XLA's own third-party headers.
 XLA_OBJ := $(BUILD_DIR)/tf_ops/tf/xla_kernels.o
-HDRS := $(wildcard tf_ops/core/*.h tf_ops/tf/*.h)
+HDRS := $(wildcard tf_ops/*/*.h tf_ops/*/*/*.h tf_ops/cpu/*.def) build_tools/sources.bzl
 CORE_OBJS := $(patsubst %.cc,$(BUILD_DIR)/%.o,$(CORE_SRCS)) $(ISA_OBJS)
 OBJS := $(CORE_OBJS) $(patsubst %.cc,$(BUILD_DIR)/%.o,$(TF_SRCS))
 LD ?= ld
@@ -50,7 +49,7 @@ CORE_TESTS := $(patsubst tests/core/%.cc,$(BUILD_DIR)/tests/%,$(wildcard tests/c
 TF_DEPS := $(if $(filter $(PY),$(TF_PY)),$(STAMP),)
 CXXFLAGS_COMMON := -O3 -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -DNDEBUG -I.
 
-# CUDA kernels (tf_ops/core/*cuda*, shared/GPU_BUILD.md): CUDA=auto builds them when the
+# CUDA kernels (tf_ops/cuda/): CUDA=auto builds them when the
 # toolchain (Debian clang-19 + pip ptxas 12.5 + TF's own CUDA 12.5 headers, see
 # build_tools/cuda_toolchain.py) is installed or installable, and a CPU-only library
 # otherwise; CUDA=1 requires them (CI); CUDA=0 never. `make build` says which it built
@@ -60,7 +59,7 @@ CUDA_TOOLS ?= .cuda-toolchain
 CUDA_ARCHS ?= sm_80 sm_90
 CLANG_CUDA ?= clang++-19
 CUDA_ROOT := $(BUILD_DIR)/cuda-root
-CUDA_SRCS := tf_ops/core/cuda_engine.cu tf_ops/core/conv2d_backprop_cuda.cu tf_ops/core/depthwise_backprop_cuda.cu
+CUDA_SRCS := $(call SOURCES,CUDA_SRCS)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD_DIR)/%.cu.o,$(CUDA_SRCS))
 CUDA_INCS := -isystem $(CUDA_ROOT)/include -isystem $(CUDA_ROOT)/libcudacxx/include
 CUDAFLAGS := -x cuda --cuda-path=$(CUDA_ROOT) $(addprefix --cuda-gpu-arch=,$(CUDA_ARCHS)) -std=c++17 \
@@ -116,10 +115,10 @@ $(XLA_OBJ): tf_ops/tf/xla_kernels.cc $(HDRS) $(BUILD_DIR)/tf_cflags $(BUILD_DIR)
 # cpu::<isa>, partially linked, COMDAT groups dropped and every symbol outside
 # cpu::<isa> made local, so no inline/template copy is shared between variants.
 define ISA_RULES
-$(BUILD_DIR)/isa/$(1)/%.o: tf_ops/core/%.cc $(HDRS) $(BUILD_DIR)/tf_cflags
+$(BUILD_DIR)/isa/$(1)/%.o: %.cc $(HDRS) $(BUILD_DIR)/tf_cflags
 	mkdir -p $$(dir $$@)
 	$(CXX) $(CXXFLAGS_COMMON) -fvisibility=hidden -fno-gnu-unique -Wno-maybe-uninitialized $(ISA_FLAGS_$(1)) -DTCB_ISA=$(1) $$$$(cat $(BUILD_DIR)/tf_cflags) -c $$< -o $$@
-$(BUILD_DIR)/isa/kernels_$(1).o: $(patsubst tf_ops/core/%.cc,$(BUILD_DIR)/isa/$(1)/%.o,$(ISA_SRCS))
+$(BUILD_DIR)/isa/kernels_$(1).o: $(patsubst %.cc,$(BUILD_DIR)/isa/$(1)/%.o,$(ISA_SRCS))
 	$(LD) -r $$^ -o $$@.partial
 	$(OBJCOPY) -R .group --wildcard --keep-global-symbol='_ZN16tf_conv_backprop3cpu$(shell printf %s $(1) | wc -c)$(1)*' $$@.partial $$@
 	rm -f $$@.partial
@@ -208,10 +207,10 @@ $(SAN_DIR)/%.o: %.cc $(HDRS) $(BUILD_DIR)/tf_cflags | $(SAN_DEPS)
 	$(SAN_CXX) $(SAN_FLAGS) -fsanitize=fuzzer-no-link $$(cat $(BUILD_DIR)/tf_cflags) -c $< -o $@
 # Kernel variants as in ISA_RULES: own flags, partially linked, symbols outside cpu::<isa> local.
 define SAN_ISA_RULES
-$(SAN_DIR)/isa/$(1)/%.o: tf_ops/core/%.cc $(HDRS) $(BUILD_DIR)/tf_cflags | $(SAN_DEPS)
+$(SAN_DIR)/isa/$(1)/%.o: %.cc $(HDRS) $(BUILD_DIR)/tf_cflags | $(SAN_DEPS)
 	mkdir -p $$(dir $$@)
 	$(SAN_CXX) $(SAN_FLAGS) -fsanitize=fuzzer-no-link $$(SAN_ISA_FLAGS_$(1)) -DTCB_ISA=$(1) $$$$(cat $(BUILD_DIR)/tf_cflags) -c $$< -o $$@
-$(SAN_DIR)/isa/kernels_$(1).o: $(patsubst tf_ops/core/%.cc,$(SAN_DIR)/isa/$(1)/%.o,$(ISA_SRCS))
+$(SAN_DIR)/isa/kernels_$(1).o: $(patsubst %.cc,$(SAN_DIR)/isa/$(1)/%.o,$(ISA_SRCS))
 	$(LD) -r $$^ -o $$@.partial
 	$(OBJCOPY) -R .group --wildcard --keep-global-symbol='_ZN16tf_conv_backprop3cpu$(shell printf %s $(1) | wc -c)$(1)*' $$@.partial $$@
 	rm -f $$@.partial

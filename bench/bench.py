@@ -36,6 +36,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from cases import _OURS, TOLERANCE, Case, rel_error  # noqa: E402
+from tf_conv_backprop import _variants  # noqa: E402
 from tf_conv_backprop._ops import BY_KEY  # noqa: E402
 
 from _timing import (COPIES, format_table, median_ratio, seconds,  # noqa: E402
@@ -234,6 +235,7 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
     scratch.reset()
     runs[0]()
     peak_scratch = scratch.peak()
+    variant = _variants.last_run(op) if not xla else "xla"
     times = dict(zip(names, time_alternating(runs, args.rounds)))
 
     flops = flops_of(case)
@@ -252,6 +254,7 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
                                if "ours_no_xla" in times else None),
            "ours_no_xla_ms": ms.get("ours_no_xla"),
            "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(case),
+           "variant": variant,
            "spread_ours": (max(times["ours"]) - min(times["ours"])) / min(times["ours"])}
     if family == "conv2d":
         peak = peaks["gflops"] / (2 if dtype == "float64" else 1)
@@ -271,11 +274,12 @@ def fmt(x, spec):
 def print_rows(rows):
     xla = any(r.get("xla") for r in rows)
     headers = ["shape", "grad", "dtype", "layout", "ours ms", "ours GF/s", "TF ms", "TF GF/s",
-               "TF/ours", "XLA/plain" if xla else "ours/f32", "peak", "scratch MiB", "spread"]
+               "TF/ours", "XLA/plain" if xla else "ours/f32", "peak", "scratch MiB", "spread",
+               "CPU variant"]
     text = []
     for r in rows:
         if "error" in r:
-            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 8)
+            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 9)
             continue
         tf_ratio = fmt(r["tf_over_ours"], ".2f") if r["tf_error"] is None else r["tf_error"][:12]
         text.append([r["shape"], r["grad"], r["dtype"], r["layout"], fmt(r["ours_ms"], ".2f"),
@@ -285,7 +289,7 @@ def print_rows(rows):
                      fmt(r["peak_fraction"], ".0%"),
                      fmt(None if r["peak_scratch_bytes"] is None
                          else r["peak_scratch_bytes"] / 2 ** 20, ".1f"),
-                     fmt(r["spread_ours"], ".0%")])
+                     fmt(r["spread_ours"], ".0%"), r.get("variant") or "-"])
     print(format_table(headers, text, right=set(range(4, 13))), flush=True)
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 
 import pytest
 
@@ -18,8 +19,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def bazel_lists():
+    """BUILD.bazel's literal lists plus those it loads from build_tools/sources.bzl."""
+    sys.path.insert(0, os.path.join(ROOT, "build_tools"))
+    import sources
+    found = dict(sources.lists())
+    found["ISA_FLAGS"] = found["ISA_LEVELS"]
     tree = ast.parse(open(os.path.join(ROOT, "BUILD.bazel")).read(), "BUILD.bazel")
-    found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             name = getattr(node.targets[0], "id", None)

@@ -1,7 +1,7 @@
 """One object file per CPU instruction set, as the Makefile builds it.
 
 The hot kernels are compiled once per ISA into namespace cpu::<isa>
-(tf_ops/core/cpu_isa.h). Inline functions and template instances carry the same
+(tf_ops/cpu/isa.h). Inline functions and template instances carry the same
 names in every variant, so each variant is partially linked (`ld -r`), its COMDAT
 groups dropped and every symbol outside cpu::<isa> made local (objcopy); then no
 variant can borrow another's AVX-512 (or baseline) copy of a shared inline.

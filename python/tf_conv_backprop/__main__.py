@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 import tf_conv_backprop  # noqa: E402
-from tf_conv_backprop import _loader  # noqa: E402
+from tf_conv_backprop import _loader, _variants  # noqa: E402
 from tf_conv_backprop._ops import DTYPES, OPS  # noqa: E402
 
 # Against TF 2.21's built-in CPU kernels (x86-64 wheel from PyPI); `make report`
@@ -122,6 +122,7 @@ def collect():
         "build_info": info,
         "version_mismatches": [list(m) for m in _loader.version_mismatches(info)],
         "kernels": {}, "xla_kernels": {}, "xla_usable": None, "load_error": None,
+        "cpu_variants": [], "active_isa": None, "forced_variant": None,
         "kernel_probe": "each op run per dtype on each visible device; Tensor.device "
                         "tells where it ran",
         "gpu_visible": any(_device_kind(d) == "GPU" for d in devices),
@@ -136,6 +137,9 @@ def collect():
     report["kernels"] = probe_kernels(library, devices)
     report["xla_usable"] = _loader.xla_kernels_usable()
     report["xla_kernels"] = probe_xla(library)
+    report["cpu_variants"] = _variants.table()
+    report["active_isa"] = _variants.active_isa()
+    report["forced_variant"] = _variants.forced()
     return report
 
 
@@ -197,6 +201,15 @@ def render(report):
             add(f"  NOT USABLE in this process: {_loader.XLA_IMPORT_ORDER_HINT}")
         for op_name, names in report["xla_kernels"].items():
             add(f"  {op_name:<50} {' '.join(names) or 'none'}")
+        add("")
+        add(f"CPU kernel variants (active ISA {report.get('active_isa')}; the first row of an "
+            f"op that applies runs; {_variants.FORCE_ENV}=<name> puts one first: "
+            f"{report.get('forced_variant') or 'unset'})")
+        add(f"  {'variant':<38} {'dtypes':<33} {'layouts':<10} {'ISA':<9} why")
+        for row in report.get("cpu_variants", []):
+            isa = row["isa"] + ("+" + row["features"] if row["features"] else "")
+            add(f"  {row['name']:<38} {row['dtypes']:<33} {row['layouts']:<10} {isa:<9} "
+                f"{row['why']}")
     add("")
     add(f"Support matrix (vs TF {tfi['version']}'s built-in CPU kernels; `make report` "
         "measures each cell)")

@@ -1,4 +1,4 @@
-"""Checks that the per-ISA kernel variants stay apart (see tf_ops/core/cpu_isa.h).
+"""Checks that the per-ISA kernel variants stay apart (see tf_ops/cpu/isa.h).
 
     python3 tests/core/check_isa_isolation.py BINARY [build/isa/kernels_<isa>.o ...]
 
@@ -14,15 +14,25 @@ Checks, with binutils (nm, readelf, objdump):
 Exits nonzero, naming the offending symbol and instruction, on any violation.
 """
 import collections
+import os
 import re
 import subprocess
 import sys
 
-ISAS = ("baseline", "avx2", "avx512")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "build_tools"))
+import sources  # noqa: E402  (build_tools/sources.bzl, the build's list of ISA levels)
+
+ISAS = tuple(sources.lists()["ISA_LEVELS"])
+# The C++ list of levels (tf_ops/cpu/isa.h) and the kernels of the variant table.
+CPP_ISAS = tuple(re.findall(r"X\((\w+), k\w+,", open(os.path.join(ROOT, "tf_ops/cpu/isa.h")).read()))
+KERNELS = sorted(set(re.findall(r"^TCB_CPU_VARIANT\((?:[^,]+,){7}\s*(\w+),",
+                                open(os.path.join(ROOT, "tf_ops/cpu/variants.def")).read(), re.M)))
 PREFIX = {isa: f"_ZN16tf_conv_backprop3cpu{len(isa)}{isa}" for isa in ISAS}
-ENTRY_RE = re.compile(r"_ZN16tf_conv_backprop3cpu\d+(baseline|avx2|avx512)\d+"
-                      r"(Conv2DBackprop(Input|Filter)Nhwc|DepthwiseBackprop(Input|Filter)Nhwc"
-                      r"|ConvertElements|TransposeConvert)I")
+# Entry points: every table kernel, the layout helpers and the table itself.
+ENTRY_RE = re.compile(r"_ZN16tf_conv_backprop3cpu\d+(" + "|".join(ISAS) + r")\d+("
+                      + "|".join(KERNELS + ["ConvertElements", "TransposeConvert"]) + r")I"
+                      r"|_ZN16tf_conv_backprop3cpu\d+(" + "|".join(ISAS) + r")7KernelsEv")
 
 FUNC_RE = re.compile(r"^([0-9a-f]+) <(.+)>:$")
 INSN_RE = re.compile(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$")
@@ -94,7 +104,7 @@ def check_binary(path, errors):
     for start, (name, _) in funcs.items():
         m = ENTRY_RE.match(name)
         if m:
-            entries[m.group(1)].append(start)
+            entries[m.group(1) or m.group(3)].append(start)
     for isa in ISAS:
         if not entries[isa]:
             errors.append(f"{path}: no entry points of the {isa} variant found")
@@ -126,6 +136,9 @@ def check_binary(path, errors):
 
 
 def main(argv):
+    if ISAS != CPP_ISAS:
+        raise SystemExit(f"ISA levels differ: build_tools/sources.bzl {ISAS}, tf_ops/cpu/isa.h {CPP_ISAS}")
+    print(f"ISA levels {', '.join(ISAS)}; {len(KERNELS)} table kernels")
     if len(argv) < 2:
         raise SystemExit(__doc__)
     errors = []

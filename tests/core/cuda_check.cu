@@ -1,4 +1,4 @@
-// Correctness check of the CUDA engine (tf_ops/core/cuda_engine.h) without
+// Correctness check of the CUDA engine (tf_ops/cuda/engine.h) without
 // TensorFlow, built two ways from this one source:
 //  * on a GPU machine by tests/core/gpu_check.py with the machine's own nvcc, as a
 //    shared library (RunCheck for correctness, tcb_cuda_* for the timing script);
@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "tests/core/naive_reference.h"
-#include "tf_ops/core/cuda_device.h"
-#include "tf_ops/core/cuda_engine.h"
+#include "tf_ops/cuda/device.h"
+#include "tf_ops/cuda/engine.h"
 #include "tf_ops/core/geometry.h"
 
 namespace tf_conv_backprop {

@@ -5,7 +5,7 @@
 // Ends with a quick single-thread timing (informational, not a test).
 //
 // Build: g++ -std=c++17 -O2 -I. -I<tf include> tests/core/depthwise_cpu_test.cc
-//        tf_ops/core/depthwise_backprop_cpu.cc -o /tmp/depthwise_cpu_test -pthread
+//        tf_ops/cpu/depthwise/nhwc.cc -o /tmp/depthwise_cpu_test -pthread
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,8 +20,9 @@
 #include <vector>
 
 #include "tests/core/naive_reference.h"
-#include "tf_ops/core/cpu_isa.h"
-#include "tf_ops/core/cpu_kernels.h"
+#include "tf_ops/cpu/isa.h"
+#include "tf_ops/cpu/engine.h"
+#include "tf_ops/cpu/kernel_table.h"
 #include "tf_ops/core/scratch.h"
 
 namespace tcb = tf_conv_backprop;
@@ -116,9 +117,9 @@ template <typename A>
 void Run(bool input_grad, const tcb::CpuContext& ctx, const tcb::ConvGeometry& g, const A* x_or_w,
          const A* dy, A* out) {
   if (input_grad) {
-    tcb::cpu::DepthwiseBackpropInputNhwc<A>(ctx, g, x_or_w, dy, out);
+    (void)tcb::DepthwiseBackpropInputCpu<A>(ctx, g, x_or_w, dy, out);
   } else {
-    tcb::cpu::DepthwiseBackpropFilterNhwc<A>(ctx, g, x_or_w, dy, out);
+    (void)tcb::DepthwiseBackpropFilterCpu<A>(ctx, g, x_or_w, dy, out);
   }
 }
 
@@ -192,8 +193,8 @@ bool CheckNchw(bool input_grad, const tcb::ConvGeometry& nhwc, int num_threads, 
     const tcb::CpuContext ctx = ThreadedContext(num_threads, run);
     A* out = run == 0 ? out1.data() : out2.data();
     applied &= input_grad
-                   ? tcb::cpu::DepthwiseBackpropInputNchw<A>(ctx, g, operand.data(), dy_nchw.data(), out)
-                   : tcb::cpu::DepthwiseBackpropFilterNchw<A>(ctx, g, operand.data(), dy_nchw.data(), out);
+                   ? tcb::DepthwiseBackpropInputCpu<A>(ctx, g, operand.data(), dy_nchw.data(), out).ok()
+                   : tcb::DepthwiseBackpropFilterCpu<A>(ctx, g, operand.data(), dy_nchw.data(), out).ok();
   }
   const std::vector<A> result = input_grad ? NchwToNhwc(out1.data(), g.batch, in_pixels, g.in_depth)
                                            : std::vector<A>(out1.begin(), out1.end());
@@ -212,7 +213,8 @@ bool CheckNchw(bool input_grad, const tcb::ConvGeometry& nhwc, int num_threads, 
 // them with the zeros outside the image (0 * inf = NaN where TF has no term).
 template <typename A>
 bool CheckNchwInfiniteDy(int64_t stride) {
-  const tcb::ConvGeometry nhwc = MakeGeometry(2, 9, 21, 5, 3, 3, 1, stride, stride, 1, 1, 1, 1, 1, 1);
+  // Multiplier 2: the planar NCHW kernel, which masks the products outside the image.
+  const tcb::ConvGeometry nhwc = MakeGeometry(2, 9, 21, 5, 3, 3, 2, stride, stride, 1, 1, 1, 1, 1, 1);
   tcb::ConvGeometry g = nhwc;
   g.data_format = tcb::DataFormat::kNCHW;
   std::mt19937_64 rng(stride);
@@ -226,8 +228,8 @@ bool CheckNchwInfiniteDy(int64_t stride) {
   const std::vector<A> x_nchw = NhwcToNchw(x, g.batch, in_pixels, g.in_depth);
   const std::vector<A> dy_nchw = NhwcToNchw(dy, g.batch, out_pixels, C);
   std::vector<A> out(g.filter_elements, A(0));
-  const bool applied = tcb::cpu::DepthwiseBackpropFilterNchw<A>(ThreadedContext(2, 0), g, x_nchw.data(),
-                                                                dy_nchw.data(), out.data());
+  const bool applied = tcb::DepthwiseBackpropFilterCpu<A>(ThreadedContext(2, 0), g, x_nchw.data(),
+                                                           dy_nchw.data(), out.data()).ok();
   int64_t bad = applied ? 0 : 1;
   for (size_t i = 0; i < out.size(); ++i) {
     const double o = out[i], r = ref[i];
@@ -261,8 +263,8 @@ bool CheckNchwInfiniteFilter(int64_t stride, int64_t k) {
   const int64_t in_pixels = g.in_rows * g.in_cols, out_pixels = g.out_rows * g.out_cols;
   const std::vector<A> dy_nchw = NhwcToNchw(dy, g.batch, out_pixels, C);
   std::vector<A> out(g.input_elements, A(0));
-  const bool applied = tcb::cpu::DepthwiseBackpropInputNchw<A>(ThreadedContext(2, 0), g, w.data(), dy_nchw.data(),
-                                                               out.data());
+  const bool applied = tcb::DepthwiseBackpropInputCpu<A>(ThreadedContext(2, 0), g, w.data(), dy_nchw.data(),
+                                                          out.data()).ok();
   const std::vector<A> result = NchwToNhwc(out.data(), g.batch, in_pixels, C);
   int64_t bad = 0;
   for (size_t i = 0; applied && i < result.size(); ++i) {
@@ -313,10 +315,10 @@ void Benchmark() {
   std::vector<float> dx(g.input_elements), dw(g.filter_elements);
   const tcb::CpuContext ctx;  // single thread
   const double di = TimeMs(15, [&] {
-    tcb::cpu::DepthwiseBackpropInputNhwc<float>(ctx, g, w.data(), dy.data(), dx.data());
+    (void)tcb::DepthwiseBackpropInputCpu<float>(ctx, g, w.data(), dy.data(), dx.data());
   });
   const double df = TimeMs(15, [&] {
-    tcb::cpu::DepthwiseBackpropFilterNhwc<float>(ctx, g, x.data(), dy.data(), dw.data());
+    (void)tcb::DepthwiseBackpropFilterCpu<float>(ctx, g, x.data(), dy.data(), dw.data());
   });
   // Compulsory traffic: DI reads dy and writes dx; DF reads x and dy (filters are tiny).
   const double bytes = 4.0 * (g.input_elements + g.out_backprop_elements);

@@ -1,4 +1,4 @@
-// Standalone test of the CPU engine front end (cpu_engine.cc, no TensorFlow):
+// Standalone test of the CPU engine front end (cpu/engine.cc, no TensorFlow):
 //  1. the per-ISA layout helpers: half/bfloat16 conversions equal Eigen's scalar
 //     ones bit for bit (ties, denormals, inf, NaN, vector tails), and tiled
 //     transposes equal a plain loop for ragged sizes;
@@ -26,9 +26,10 @@
 
 #include "Eigen/Core"
 #include "tests/core/naive_reference.h"
-#include "tf_ops/core/cpu_engine.h"
-#include "tf_ops/core/cpu_isa.h"
-#include "tf_ops/core/cpu_kernels.h"
+#include "tf_ops/cpu/engine.h"
+#include "tf_ops/cpu/isa.h"
+#include "tf_ops/cpu/engine.h"
+#include "tf_ops/cpu/kernel_table.h"
 #include "tf_ops/core/scratch.h"
 
 namespace {

@@ -11,7 +11,7 @@
 //    (recomputed here in 128-bit arithmetic), the last window fits the padded
 //    input, the depths agree;
 //  - for an accepted geometry whose tensors are small, both gradients of the
-//    op's family (input and filter) run through the cpu_engine.h entry points
+//    op's family (input and filter) run through the cpu/engine.h entry points
 //    in every dtype (half, bfloat16, float, double), on one of the ISA
 //    variants, with a serial CpuContext that still splits every range into
 //    1-8 shards (run in reverse order). Buffers are exactly sized (ASan sees
@@ -35,8 +35,8 @@
 
 #include "Eigen/Core"
 #include "tests/core/naive_reference.h"
-#include "tf_ops/core/cpu_engine.h"
-#include "tf_ops/core/cpu_isa.h"
+#include "tf_ops/cpu/engine.h"
+#include "tf_ops/cpu/isa.h"
 #include "tf_ops/core/geometry.h"
 
 namespace tcb = tf_conv_backprop;

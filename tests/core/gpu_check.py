@@ -2,8 +2,8 @@
 on a machine with an NVIDIA GPU, CUDA's nvcc and PyTorch, no TensorFlow, no network
 (e.g. the borrowed H200), from a plain checkout, in one command:
 
- 1. builds tf_ops/core/{geometry.cc, cuda_engine.cu, conv2d_backprop_cuda.cu,
-    depthwise_backprop_cuda.cu} + tests/core/cuda_check.cu with the machine's nvcc for
+ 1. builds tf_ops/core/{geometry.cc, cuda/engine.cu, cuda/conv2d.cu,
+    cuda/depthwise.cu} + tests/core/cuda_check.cu with the machine's nvcc for
     its own GPU into build/gpu_check/libtcb_cuda_check.so (no TF, no Eigen needed);
  2. correctness: every op on --configs random configurations (default 320 per op)
     across the whole matrix against the float64 reference of tests/core/naive_reference.h
@@ -32,10 +32,10 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT_DIR = os.path.join(REPO, "build", "gpu_check")
-SOURCES = ["tf_ops/core/geometry.cc", "tf_ops/core/cuda_engine.cu", "tf_ops/core/conv2d_backprop_cuda.cu",
-           "tf_ops/core/depthwise_backprop_cuda.cu", "tests/core/cuda_check.cu"]
-HEADERS = ["tf_ops/core/geometry.h", "tf_ops/core/cuda_engine.h", "tf_ops/core/cuda_kernels.h",
-           "tf_ops/core/cuda_device.h", "tests/core/naive_reference.h"]
+SOURCES = ["tf_ops/core/geometry.cc", "tf_ops/cuda/engine.cu", "tf_ops/cuda/conv2d.cu",
+           "tf_ops/cuda/depthwise.cu", "tests/core/cuda_check.cu"]
+HEADERS = ["tf_ops/core/geometry.h", "tf_ops/cuda/engine.h", "tf_ops/cuda/kernels.h",
+           "tf_ops/cuda/device.h", "tests/core/naive_reference.h"]
 LIBRARY = os.path.join(OUT_DIR, "libtcb_cuda_check.so")
 
 OPS = ["conv2d_input", "conv2d_filter", "depthwise_input", "depthwise_filter"]  # OpKind order

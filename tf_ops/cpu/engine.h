@@ -1,8 +1,8 @@
 // CPU engine for the four gradients: raw pointers + geometry in, gradient out.
 // Framework-free; the TF binding passes its intra-op thread pool in through
 // CpuContext::parallel_for (the engine owns no threads).
-#ifndef TF_CONV_BACKPROP_CORE_CPU_ENGINE_H_
-#define TF_CONV_BACKPROP_CORE_CPU_ENGINE_H_
+#ifndef TF_CONV_BACKPROP_CPU_ENGINE_H_
+#define TF_CONV_BACKPROP_CPU_ENGINE_H_
 
 #include <cstdint>
 #include <functional>
@@ -48,4 +48,4 @@ Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo
 
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_CPU_ENGINE_H_
+#endif  // TF_CONV_BACKPROP_CPU_ENGINE_H_

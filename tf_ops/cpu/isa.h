@@ -1,12 +1,12 @@
 // Runtime instruction-set dispatch for the CPU kernels.
 //
-// The hot kernel translation units (conv2d_backprop_cpu.cc,
-// depthwise_backprop_cpu.cc) are compiled once per instruction set, each time
-// into its own namespace cpu::<isa> (the build passes -DTCB_ISA=<isa> and that
-// ISA's -m flags). The dispatcher (cpu_dispatch.cc, built with the baseline
-// flags) implements the cpu_kernels.h entry points by calling the variant the
-// CPU supports, so one library is fast on AVX2 / AVX-512 machines and still runs
-// on any x86-64.
+// The kernel translation units (ISA_SRCS in build_tools/sources.bzl) are compiled
+// once per instruction set, each time into its own namespace cpu::<isa> (the
+// build passes -DTCB_ISA=<isa> and that ISA's -m flags), and each build exports
+// one table of its kernels (cpu/kernel_table.h). The dispatcher
+// (cpu/isa_dispatch.cc, built with the baseline flags) picks the table of the
+// ISA the CPU supports, so one library is fast on AVX2 / AVX-512 machines and
+// still runs on any x86-64.
 //
 // The hazard this design has to defeat: inline functions and template
 // instances (all of Eigen, std::vector, ...) have the same names in every
@@ -16,25 +16,30 @@
 // its COMDAT groups and makes every symbol local except those in namespace
 // cpu::<isa>; tests/core/check_isa_isolation.py verifies the result on the
 // linked binary (no ymm/zmm instruction is reachable from a baseline entry).
-#ifndef TF_CONV_BACKPROP_CORE_CPU_ISA_H_
-#define TF_CONV_BACKPROP_CORE_CPU_ISA_H_
-
-#include "tf_ops/core/cpu_engine.h"
-#include "tf_ops/core/geometry.h"
-
-namespace Eigen {
-struct bfloat16;
-}  // namespace Eigen
+#ifndef TF_CONV_BACKPROP_CPU_ISA_H_
+#define TF_CONV_BACKPROP_CPU_ISA_H_
 
 namespace tf_conv_backprop {
 namespace cpu {
 
-// Ordered: each level's machines can run every lower level.
+// The instruction-set variants, lowest first: each level's machines can run
+// every lower level. X(name, enumerator, what it needs). The build's list of
+// levels and their compiler flags is ISA_LEVELS in build_tools/sources.bzl (the
+// Makefile and Bazel read it; tests/core/check_isa_isolation.py checks both agree).
+#define TCB_FOR_EACH_ISA(X)                                                     \
+  X(baseline, kBaseline, "x86-64 (SSE2): the compiler's defaults")              \
+  X(avx2, kAvx2, "AVX2 + FMA + F16C (Haswell, Zen 1 and later)")                \
+  X(avx512, kAvx512, "AVX-512 F/BW/VL/DQ + FMA + F16C (Skylake-SP, Zen 4 and later)")
+
 enum class Isa {
-  kBaseline = 0,  // x86-64 (SSE2): the compiler's defaults
-  kAvx2 = 1,      // AVX2 + FMA + F16C (Haswell, Zen 1 and later)
-  kAvx512 = 2,    // AVX-512 F/BW/VL/DQ + FMA + F16C (Skylake-SP, Zen 4 and later)
+#define TCB_ISA_ENUMERATOR(name, enumerator, needs) enumerator,
+  TCB_FOR_EACH_ISA(TCB_ISA_ENUMERATOR)
+#undef TCB_ISA_ENUMERATOR
 };
+constexpr int kNumIsas = 0
+#define TCB_ISA_COUNT(name, enumerator, needs) +1
+    TCB_FOR_EACH_ISA(TCB_ISA_COUNT);
+#undef TCB_ISA_COUNT
 
 const char* IsaName(Isa isa);
 
@@ -42,8 +47,8 @@ const char* IsaName(Isa isa);
 Isa BestSupportedIsa();
 
 // The variant the kernels dispatch to. On first use it is BestSupportedIsa(),
-// lowered by the environment variable TF_CONV_BACKPROP_ISA=baseline|avx2|avx512
-// when set (a request above what the CPU supports is ignored).
+// lowered by the environment variable TF_CONV_BACKPROP_ISA=<name> when set (a
+// request above what the CPU supports is ignored).
 Isa ActiveIsa();
 
 // Sets the variant for all later calls (tests and benchmarks), clamped to
@@ -54,65 +59,4 @@ Isa SetActiveIsa(Isa isa);
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-// The same kernel templates as cpu_kernels.h (the four gradients and the two
-// layout helpers), declared in each variant's namespace; the kernel TUs define
-// them in namespace cpu::TCB_ISA.
-#define TF_CONV_BACKPROP_DECLARE_ISA_KERNELS(isa)                                                   \
-  namespace tf_conv_backprop {                                                                      \
-  namespace cpu {                                                                                   \
-  namespace isa {                                                                                   \
-  template <typename A>                                                                             \
-  void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,     \
-                               const A* out_backprop, A* in_backprop);                              \
-  template <typename A>                                                                             \
-  void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,     \
-                                const A* out_backprop, A* filter_backprop);                         \
-  template <typename A>                                                                             \
-  void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,  \
-                                  const A* out_backprop, A* in_backprop);                           \
-  template <typename A>                                                                             \
-  void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,  \
-                                   const A* out_backprop, A* filter_backprop);                      \
-  bool DepthwiseNchwDirectWins(const ConvGeometry& geo);                                            \
-  template <typename A>                                                                             \
-  bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,  \
-                                  const A* out_backprop, A* in_backprop);                           \
-  template <typename A>                                                                             \
-  bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,  \
-                                   const A* out_backprop, A* filter_backprop);                      \
-  bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,                  \
-                                   const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop, \
-                                   Eigen::bfloat16* in_backprop);                                   \
-  bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,                 \
-                                    const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop, \
-                                    Eigen::bfloat16* filter_backprop);                              \
-  template <typename A>                                                                             \
-  bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,     \
-                               const A* out_backprop, A* in_backprop);                              \
-  template <typename A>                                                                             \
-  bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,     \
-                                const A* out_backprop, A* filter_backprop);                         \
-  template <typename From, typename To>                                                             \
-  void ConvertElements(const From* src, To* dst, int64_t count);                                    \
-  template <typename From, typename To>                                                             \
-  void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_stride,           \
-                        int64_t rows, int64_t cols, bool stream);                                   \
-  }                                                                                                 \
-  }                                                                                                 \
-  }
-
-// The (From, To) pairs the front end converts between: applies X to each, so the
-// per-ISA definitions and the dispatcher instantiate the same list.
-#define TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(X) \
-  X(Eigen::half, float)                          \
-  X(Eigen::bfloat16, float)                      \
-  X(float, Eigen::half)                          \
-  X(float, Eigen::bfloat16)                      \
-  X(float, float)                                \
-  X(double, double)
-
-TF_CONV_BACKPROP_DECLARE_ISA_KERNELS(baseline)
-TF_CONV_BACKPROP_DECLARE_ISA_KERNELS(avx2)
-TF_CONV_BACKPROP_DECLARE_ISA_KERNELS(avx512)
-
-#endif  // TF_CONV_BACKPROP_CORE_CPU_ISA_H_
+#endif  // TF_CONV_BACKPROP_CPU_ISA_H_

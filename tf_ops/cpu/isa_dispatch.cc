@@ -1,12 +1,12 @@
-// The cpu_kernels.h entry points: pick the instruction-set variant once, then
-// forward every call to it (see cpu_isa.h). Built with the baseline flags.
+// Which instruction-set build's kernel table the engine uses (see cpu/isa.h):
+// the best the CPU runs, capped by TF_CONV_BACKPROP_ISA. Built with the
+// baseline flags.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
-#include "Eigen/Core"
-#include "tf_ops/core/cpu_isa.h"
-#include "tf_ops/core/cpu_kernels.h"
+#include "tf_ops/cpu/isa.h"
+#include "tf_ops/cpu/kernel_table.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -32,7 +32,8 @@ Isa DetectIsa() {
 Isa FromEnvironment(Isa best) {
   const char* requested = std::getenv("TF_CONV_BACKPROP_ISA");
   if (requested == nullptr) return best;
-  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
+  for (int i = 0; i < kNumIsas; ++i) {
+    const Isa isa = static_cast<Isa>(i);
     if (std::strcmp(requested, IsaName(isa)) == 0) return isa < best ? isa : best;
   }
   return best;  // unknown names are ignored
@@ -45,9 +46,11 @@ std::atomic<int> active_isa{kUnset};
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kBaseline: return "baseline";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+#define TCB_ISA_NAME_CASE(name, enumerator, needs) \
+  case Isa::enumerator:                            \
+    return #name;
+    TCB_FOR_EACH_ISA(TCB_ISA_NAME_CASE)
+#undef TCB_ISA_NAME_CASE
   }
   return "unknown";
 }
@@ -73,165 +76,20 @@ Isa SetActiveIsa(Isa isa) {
   return chosen;
 }
 
-// Each entry point forwards to the active variant; the variants share one signature.
-template <typename A>
-void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                             const A* out_backprop, A* in_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::Conv2DBackpropInputNhwc(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kAvx2: return avx2::Conv2DBackpropInputNhwc(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kBaseline: break;
+// Only ever called for an ISA the CPU runs: a table is built by its own ISA's
+// code, which may already use that ISA's instructions.
+const KernelTable& KernelsOf(Isa isa) {
+  switch (isa) {
+#define TCB_ISA_TABLE_CASE(name, enumerator, needs) \
+  case Isa::enumerator:                             \
+    return name::Kernels();
+    TCB_FOR_EACH_ISA(TCB_ISA_TABLE_CASE)
+#undef TCB_ISA_TABLE_CASE
   }
-  baseline::Conv2DBackpropInputNhwc(ctx, geo, filter, out_backprop, in_backprop);
+  return baseline::Kernels();
 }
 
-template <typename A>
-void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                              const A* out_backprop, A* filter_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::Conv2DBackpropFilterNhwc(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kAvx2: return avx2::Conv2DBackpropFilterNhwc(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kBaseline: break;
-  }
-  baseline::Conv2DBackpropFilterNhwc(ctx, geo, input, out_backprop, filter_backprop);
-}
-
-template <typename A>
-void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                                const A* out_backprop, A* in_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::DepthwiseBackpropInputNhwc(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kAvx2: return avx2::DepthwiseBackpropInputNhwc(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kBaseline: break;
-  }
-  baseline::DepthwiseBackpropInputNhwc(ctx, geo, filter, out_backprop, in_backprop);
-}
-
-template <typename A>
-void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                                 const A* out_backprop, A* filter_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::DepthwiseBackpropFilterNhwc(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kAvx2: return avx2::DepthwiseBackpropFilterNhwc(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kBaseline: break;
-  }
-  baseline::DepthwiseBackpropFilterNhwc(ctx, geo, input, out_backprop, filter_backprop);
-}
-
-template <typename A>
-bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                             const A* out_backprop, A* in_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::Conv2DBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kAvx2: return avx2::Conv2DBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kBaseline: break;
-  }
-  return baseline::Conv2DBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
-}
-
-template <typename A>
-bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                              const A* out_backprop, A* filter_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::Conv2DBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kAvx2: return avx2::Conv2DBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kBaseline: break;
-  }
-  return baseline::Conv2DBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
-}
-
-bool DepthwiseNchwDirectWins(const ConvGeometry& geo) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::DepthwiseNchwDirectWins(geo);
-    case Isa::kAvx2: return avx2::DepthwiseNchwDirectWins(geo);
-    case Isa::kBaseline: break;
-  }
-  return baseline::DepthwiseNchwDirectWins(geo);
-}
-
-template <typename A>
-bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                                const A* out_backprop, A* in_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::DepthwiseBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kAvx2: return avx2::DepthwiseBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kBaseline: break;
-  }
-  return baseline::DepthwiseBackpropInputNchw(ctx, geo, filter, out_backprop, in_backprop);
-}
-
-template <typename A>
-bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                                 const A* out_backprop, A* filter_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::DepthwiseBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kAvx2: return avx2::DepthwiseBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kBaseline: break;
-  }
-  return baseline::DepthwiseBackpropFilterNchw(ctx, geo, input, out_backprop, filter_backprop);
-}
-
-bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
-                                 const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
-                                 Eigen::bfloat16* in_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kAvx2: return avx2::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
-    case Isa::kBaseline: break;
-  }
-  return baseline::Conv2DBackpropInputBf16Nhwc(ctx, geo, filter, out_backprop, in_backprop);
-}
-
-bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
-                                  const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
-                                  Eigen::bfloat16* filter_backprop) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kAvx2: return avx2::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
-    case Isa::kBaseline: break;
-  }
-  return baseline::Conv2DBackpropFilterBf16Nhwc(ctx, geo, input, out_backprop, filter_backprop);
-}
-
-template <typename From, typename To>
-void ConvertElements(const From* src, To* dst, int64_t count) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::ConvertElements(src, dst, count);
-    case Isa::kAvx2: return avx2::ConvertElements(src, dst, count);
-    case Isa::kBaseline: break;
-  }
-  baseline::ConvertElements(src, dst, count);
-}
-
-template <typename From, typename To>
-void TransposeConvert(const From* src, int64_t src_stride, To* dst, int64_t dst_stride,
-                      int64_t rows, int64_t cols, bool stream) {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return avx512::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols, stream);
-    case Isa::kAvx2: return avx2::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols, stream);
-    case Isa::kBaseline: break;
-  }
-  baseline::TransposeConvert(src, src_stride, dst, dst_stride, rows, cols, stream);
-}
-
-#define TF_CONV_BACKPROP_INSTANTIATE_LAYOUT(From, To)                                     \
-  template void ConvertElements<From, To>(const From*, To*, int64_t);                     \
-  template void TransposeConvert<From, To>(const From*, int64_t, To*, int64_t, int64_t, int64_t, bool);
-TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TF_CONV_BACKPROP_INSTANTIATE_LAYOUT)
-#undef TF_CONV_BACKPROP_INSTANTIATE_LAYOUT
-
-#define TF_CONV_BACKPROP_INSTANTIATE(A)                                                                  \
-  template void Conv2DBackpropInputNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*);  \
-  template void Conv2DBackpropFilterNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
-  template void DepthwiseBackpropInputNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
-  template void DepthwiseBackpropFilterNhwc<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
-  template bool Conv2DBackpropInputNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
-  template bool Conv2DBackpropFilterNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
-  template bool DepthwiseBackpropInputNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*); \
-  template bool DepthwiseBackpropFilterNchw<A>(const CpuContext&, const ConvGeometry&, const A*, const A*, A*);
-TF_CONV_BACKPROP_INSTANTIATE(float)
-TF_CONV_BACKPROP_INSTANTIATE(double)
-#undef TF_CONV_BACKPROP_INSTANTIATE
+const KernelTable& ActiveKernels() { return KernelsOf(ActiveIsa()); }
 
 }  // namespace cpu
 }  // namespace tf_conv_backprop

@@ -1,14 +1,14 @@
 // Portable SIMD vectors for the depthwise kernels (GCC vector extensions), so
 // each instruction-set build of a kernel TU gets its own width: 16 bytes
 // baseline, 32 AVX2, 64 AVX-512. Included by the per-ISA kernel TUs only.
-#ifndef TF_CONV_BACKPROP_CORE_SIMD_VEC_INL_H_
-#define TF_CONV_BACKPROP_CORE_SIMD_VEC_INL_H_
+#ifndef TF_CONV_BACKPROP_CPU_SIMD_VEC_INL_H_
+#define TF_CONV_BACKPROP_CPU_SIMD_VEC_INL_H_
 
 #include <cstdint>
 #include <cstring>
 
 #ifndef TCB_ISA
-#error "per-ISA kernel TUs only (see cpu_isa.h)"
+#error "per-ISA kernel TUs only (see cpu/isa.h)"
 #endif
 
 namespace tf_conv_backprop {
@@ -70,4 +70,4 @@ inline void Store(A* p, const V& v) {
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_SIMD_VEC_INL_H_
+#endif  // TF_CONV_BACKPROP_CPU_SIMD_VEC_INL_H_

@@ -1,8 +1,8 @@
 // One zmm register of T (16 floats or 8 doubles) for the AVX-512 kernels that
 // are written once for both: loads, FMAs and the masked forms that keep a
 // lane's product out of a sum altogether (no 0 * inf where TF has no term).
-#ifndef TF_CONV_BACKPROP_CORE_ZMM_AVX512_INL_H_
-#define TF_CONV_BACKPROP_CORE_ZMM_AVX512_INL_H_
+#ifndef TF_CONV_BACKPROP_CPU_ZMM_AVX512_INL_H_
+#define TF_CONV_BACKPROP_CPU_ZMM_AVX512_INL_H_
 
 #if !defined(__AVX512F__)
 #error "AVX-512 variant only"
@@ -106,4 +106,4 @@ typename Zmm<T>::Mask LaneRange(int64_t lo, int64_t hi, int64_t base) {
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_ZMM_AVX512_INL_H_
+#endif  // TF_CONV_BACKPROP_CPU_ZMM_AVX512_INL_H_

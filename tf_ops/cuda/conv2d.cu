@@ -1,4 +1,4 @@
-// CUDA kernels for the dense conv2d gradients (NHWC, see cuda_kernels.h): both are
+// CUDA kernels for the dense conv2d gradients (NHWC, see cuda/kernels.h): both are
 // implicit GEMMs tiled through shared memory, never materialising im2col.
 //
 // Input gradient. dx[n, ih, iw, ci] = sum over (kh, kw, co) of
@@ -29,7 +29,7 @@
 // float results staged through shared memory and rounded once on the way out.
 #include <algorithm>
 
-#include "tf_ops/core/cuda_kernels.h"
+#include "tf_ops/cuda/kernels.h"
 
 namespace tf_conv_backprop {
 namespace cuda {

@@ -1,4 +1,4 @@
-// CUDA kernels for the depthwise gradients (NHWC, see cuda_kernels.h): direct loops
+// CUDA kernels for the depthwise gradients (NHWC, see cuda/kernels.h): direct loops
 // with the channel dimension across threads and V consecutive channels per thread
 // (one aligned vector access), so every warp reads whole channel runs.
 //
@@ -23,7 +23,7 @@
 // without atomics.
 #include <algorithm>
 
-#include "tf_ops/core/cuda_kernels.h"
+#include "tf_ops/cuda/kernels.h"
 
 namespace tf_conv_backprop {
 namespace cuda {

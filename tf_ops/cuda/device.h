@@ -7,8 +7,8 @@
 // what the emulator provides (no warp intrinsics, static shared memory, launches
 // through Launch() below), so their index arithmetic is tested on machines without a
 // GPU.
-#ifndef TF_CONV_BACKPROP_CORE_CUDA_DEVICE_H_
-#define TF_CONV_BACKPROP_CORE_CUDA_DEVICE_H_
+#ifndef TF_CONV_BACKPROP_CUDA_DEVICE_H_
+#define TF_CONV_BACKPROP_CUDA_DEVICE_H_
 
 #ifndef TCB_CUDA_EMULATION
 #include <cuda_bf16.h>
@@ -182,4 +182,4 @@ inline Status ZeroFill(void* p, int64_t bytes, cudaStream_t stream) {
 }  // namespace cuda
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_CUDA_DEVICE_H_
+#endif  // TF_CONV_BACKPROP_CUDA_DEVICE_H_

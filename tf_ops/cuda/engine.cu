@@ -3,11 +3,11 @@
 // (cudaMemsetAsync, no launch), picks the 32-bit index kernels where every index fits
 // (CudaIndexFitsInt32) and the 64-bit ones otherwise, moves NCHW tensors to NHWC
 // scratch and back (tiled transposes), and carves the one scratch allocation. The
-// kernels in cuda_kernels.h then only see non-empty NHWC tensors.
+// kernels in cuda/kernels.h then only see non-empty NHWC tensors.
 #include <algorithm>
 
-#include "tf_ops/core/cuda_engine.h"
-#include "tf_ops/core/cuda_kernels.h"
+#include "tf_ops/cuda/engine.h"
+#include "tf_ops/cuda/kernels.h"
 
 namespace tf_conv_backprop {
 namespace cuda {

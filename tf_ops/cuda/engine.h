@@ -10,8 +10,8 @@
 // This header needs no CUDA header: `cudaStream_t` is `CUstream_st*`, and the 16-bit
 // types are CUDA's own `__half` / `__nv_bfloat16` (same bits as Eigen::half /
 // Eigen::bfloat16), declared here and defined by cuda_fp16.h / cuda_bf16.h.
-#ifndef TF_CONV_BACKPROP_CORE_CUDA_ENGINE_H_
-#define TF_CONV_BACKPROP_CORE_CUDA_ENGINE_H_
+#ifndef TF_CONV_BACKPROP_CUDA_ENGINE_H_
+#define TF_CONV_BACKPROP_CUDA_ENGINE_H_
 
 #include <cstdint>
 #include <functional>
@@ -60,4 +60,4 @@ bool CudaIndexFitsInt32(const ConvGeometry& geo);
 
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_CUDA_ENGINE_H_
+#endif  // TF_CONV_BACKPROP_CUDA_ENGINE_H_

@@ -1,14 +1,14 @@
-// The NHWC compute kernels behind cuda_engine.h. The engine front end
-// (cuda_engine.cu) handles empty tensors, NCHW <-> NHWC and scratch, so each
+// The NHWC compute kernels behind cuda/engine.h. The engine front end
+// (cuda/engine.cu) handles empty tensors, NCHW <-> NHWC and scratch, so each
 // launcher sees: NHWC tensors, every element count > 0, an index type (int32_t or
 // int64_t) that every index fits, and the scratch its plan asked for. A launcher
 // must write every output element.
-#ifndef TF_CONV_BACKPROP_CORE_CUDA_KERNELS_H_
-#define TF_CONV_BACKPROP_CORE_CUDA_KERNELS_H_
+#ifndef TF_CONV_BACKPROP_CUDA_KERNELS_H_
+#define TF_CONV_BACKPROP_CUDA_KERNELS_H_
 
 #include <cstdint>
 
-#include "tf_ops/core/cuda_device.h"
+#include "tf_ops/cuda/device.h"
 #include "tf_ops/core/geometry.h"
 
 namespace tf_conv_backprop {
@@ -57,4 +57,4 @@ Status Transpose(cudaStream_t stream, int64_t batch, int64_t rows, int64_t cols,
 }  // namespace cuda
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_CUDA_KERNELS_H_
+#endif  // TF_CONV_BACKPROP_CUDA_KERNELS_H_

@@ -10,12 +10,12 @@
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "tf_ops/core/cpu_engine.h"
+#include "tf_ops/cpu/engine.h"
 #include "tf_ops/core/geometry.h"
 #include "tf_ops/tf/binding_util.h"
 #if GOOGLE_CUDA
 #include "tensorflow/core/framework/device_base.h"
-#include "tf_ops/core/cuda_engine.h"
+#include "tf_ops/cuda/engine.h"
 #include "xla/stream_executor/stream.h"
 #endif
 

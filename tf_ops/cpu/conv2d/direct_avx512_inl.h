@@ -1,7 +1,7 @@
 // Direct (no col buffer) AVX-512 kernels for the conv2d gradients, float and
 // double, NHWC: the input gradient (input channels in whole vectors) and the
 // filter gradient (output channels in whole vectors), any stride and dilation;
-// both also on bfloat16 with AVX512_BF16 dot products. Included by conv2d_backprop_cpu.cc in its AVX-512 variant only;
+// both also on bfloat16 with AVX512_BF16 dot products. Included by cpu/conv2d/gemm.cc in its AVX-512 variant only;
 // other shapes and ISAs run the Eigen GEMM kernels there.
 //
 // With stride 1, dx is a convolution of dy with the filter's taps mirrored:
@@ -23,8 +23,8 @@
 // tile never tests bounds. Rows outside dy are skipped per dx row (tap list).
 // Every dx element is one sum in a fixed order (taps, then channels): the result
 // does not depend on the thread count or the split.
-#ifndef TF_CONV_BACKPROP_CORE_CONV2D_DIRECT_AVX512_INL_H_
-#define TF_CONV_BACKPROP_CORE_CONV2D_DIRECT_AVX512_INL_H_
+#ifndef TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_AVX512_INL_H_
+#define TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_AVX512_INL_H_
 
 #if !defined(__AVX512F__)
 #error "AVX-512 variant only"
@@ -38,7 +38,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tf_ops/core/zmm_avx512_inl.h"
+#include "tf_ops/cpu/zmm_avx512_inl.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -128,11 +128,6 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
 // denormal inputs as zero. Results round once to bfloat16 (nearest even) at
 // the store. Needs an even Cout; CPUs without AVX512_BF16 decline.
 #define TCB_BF16_TARGET __attribute__((target("avx512bf16")))
-
-inline bool CpuHasAvx512Bf16() {
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
-}
 
 template <int R, int V>
 TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_stride,
@@ -229,11 +224,6 @@ inline float TimesZero(T v) {
   } else {
     return static_cast<float>(v * T(0));
   }
-}
-
-template <typename T>
-bool DirectInputGradApplies(const ConvGeometry& g) {
-  return g.in_depth % DirectLanes<T>() == 0 && g.out_depth >= 1;
 }
 
 template <typename T, int V>
@@ -408,22 +398,20 @@ bool WithCinVectors(const ConvGeometry& g, Fn&& fn) {
   return fn(std::integral_constant<int, 1>());
 }
 
-// Runs the direct kernel when it applies (and the filter is finite); false
-// leaves dx untouched.
+// Input channels in whole vectors (cpu/select.cc). False, dx untouched, for a
+// non-finite filter.
 template <typename T>
 bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy,
                      T* dx) {
-  if (!DirectInputGradApplies<T>(g)) return false;
   return WithCinVectors<T>(g, [&](auto v) {
     return DirectInputGradImpl<T, decltype(v)::value>(ctx, g, filter, dy, dx);
   });
 }
 
-// bfloat16 (as its bits): the same kernel with vdpbf16ps tiles, where the CPU
-// has AVX512_BF16 and Cout is even; false leaves dx untouched.
+// bfloat16 (as its bits): the same kernel with vdpbf16ps tiles, for CPUs with
+// AVX512_BF16 and an even Cout (cpu/select.cc); false leaves dx untouched.
 bool DirectInputGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* filter,
                          const uint16_t* dy, uint16_t* dx) {
-  if (!CpuHasAvx512Bf16() || g.out_depth % 2 != 0 || !DirectInputGradApplies<uint16_t>(g)) return false;
   return WithCinVectors<uint16_t>(g, [&](auto v) {
     return DirectInputGradImpl<uint16_t, decltype(v)::value>(ctx, g, filter, dy, dx);
   });
@@ -693,12 +681,6 @@ bool DirectFilterGradNchw(const CpuContext& ctx, const ConvGeometry& g, const T*
 // with pixels contiguous in both: the filter-gradient tile computes it with the
 // roles swapped (R input channels broadcast from the transposed filter, V
 // vectors of pixels), so NCHW needs no transposes here.
-bool PointwiseInputNchwApplies(const ConvGeometry& g) {
-  return g.data_format == DataFormat::kNCHW && g.filter_rows == 1 && g.filter_cols == 1 &&
-         g.stride_rows == 1 && g.stride_cols == 1 && g.pad_top == 0 && g.pad_left == 0 &&
-         g.out_rows == g.in_rows && g.out_cols == g.in_cols;
-}
-
 template <typename T>
 void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy,
                         T* dx) {
@@ -987,16 +969,18 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
   return true;
 }
 
-// bfloat16 x and dy (as their bits), float dW: the pair tiles where the CPU
-// has AVX512_BF16 and x and dy are finite, else the float tiles widening the
-// inputs in registers. Any AVX-512 CPU; Cout in whole vectors.
-bool DirectFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
-                          const uint16_t* dy, float* dw) {
-  return WithCoutVectors<float>(g.out_depth, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    if (CpuHasAvx512Bf16() && PairFilterGradBf16<V>(ctx, g, x, dy, dw)) return;
-    DirectFilterGradImpl<float, V>(ctx, g, x, dy, dw);
-  });
+// bfloat16 x and dy (as their bits), float dW, Cout in whole vectors: the pair
+// tiles (CPUs with AVX512_BF16; false where x or dy is not finite), or the float
+// tiles widening the inputs in registers.
+bool DirectFilterGradBf16Pairs(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
+                               const uint16_t* dy, float* dw) {
+  bool done = false;
+  WithCoutVectors<float>(g.out_depth, [&](auto v) { done = PairFilterGradBf16<decltype(v)::value>(ctx, g, x, dy, dw); });
+  return done;
+}
+void DirectFilterGradBf16Widen(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
+                               const uint16_t* dy, float* dw) {
+  WithCoutVectors<float>(g.out_depth, [&](auto v) { DirectFilterGradImpl<float, decltype(v)::value>(ctx, g, x, dy, dw); });
 }
 
 }  // namespace
@@ -1004,4 +988,4 @@ bool DirectFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const ui
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_CONV2D_DIRECT_AVX512_INL_H_
+#endif  // TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_AVX512_INL_H_

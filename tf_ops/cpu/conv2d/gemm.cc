@@ -14,7 +14,7 @@
 // Deep layers: when an image has few output pixels (7x7, 14x14), the input
 // gradient runs one GEMM over a group of images (their dy rows are contiguous),
 // so the filter-sized operand is packed once per group, not once per image. When
-// dW outgrows L2 (> kSplitFilterBytes), the filter gradient is split by (tap,
+// dW outgrows L2 (cpu/select.cc), the filter gradient is split by (tap,
 // input-channel block) instead of by pixels: each unit owns an L2-sized block of
 // dW and sums over all pixels into it (FilterGradByTaps), instead of every pixel
 // tile streaming the whole dW.
@@ -30,16 +30,8 @@
 
 #include <Eigen/Core>
 
-#include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/scratch.h"
-#if defined(__AVX512F__)
-#include "tf_ops/core/conv2d_direct_avx512_inl.h"
-#endif
-
-// Built once per instruction set, into namespace cpu::TCB_ISA (see cpu_isa.h).
-#ifndef TCB_ISA
-#error "compile with -DTCB_ISA=baseline|avx2|avx512 and that ISA's -m flags (see cpu_isa.h)"
-#endif
+#include "tf_ops/cpu/isa_kernels.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -67,10 +59,6 @@ constexpr int64_t kColBytes = int64_t{1} << 20;
 constexpr int64_t kMinTileRows = 64;
 // Deep layers: images with fewer output pixels than this share one GEMM.
 constexpr int64_t kGroupRows = 256;
-// Filter gradients whose dW is larger than this (it no longer fits in L2 and
-// would be streamed once per pixel tile) are split by (tap, channel block)
-// instead of by pixels: every dW block is owned by one unit, no partial sums.
-constexpr int64_t kSplitFilterBytes = int64_t{1} << 20;
 // Such a dW block is kept near this size (L2-resident while its pixels stream).
 constexpr int64_t kFilterBlockBytes = int64_t{512} << 10;
 
@@ -242,16 +230,16 @@ void FilterGradByTaps(const CpuContext& ctx, const ConvGeometry& g, const A* x, 
 }  // namespace
 
 template <typename A>
-void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                             const A* out_backprop, A* in_backprop) {
+bool Conv2DInputPointwiseGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                              const A* out_backprop, A* in_backprop) {
+  PointwiseInputGrad(ctx, geo, filter, out_backprop, in_backprop);
+  return true;
+}
+
+template <typename A>
+bool Conv2DInputIm2ColGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                           const A* out_backprop, A* in_backprop) {
   const ConvGeometry& g = geo;
-#if defined(__AVX512F__)
-  if (DirectInputGrad(ctx, g, filter, out_backprop, in_backprop)) return;
-#endif
-  if (IsPointwise(g)) {
-    PointwiseInputGrad(ctx, g, filter, out_backprop, in_backprop);
-    return;
-  }
   const int64_t taps = g.filter_rows * g.filter_cols;
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t in_pixels = g.in_rows * g.in_cols;
@@ -333,25 +321,25 @@ void Conv2DBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, con
       }
     }
   });
+  return true;
 }
 
 template <typename A>
-void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                              const A* out_backprop, A* filter_backprop) {
+bool Conv2DFilterByTapsGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                            const A* out_backprop, A* filter_backprop) {
+  FilterGradByTaps(ctx, geo, input, out_backprop, filter_backprop);
+  return true;
+}
+
+template <typename A>
+bool Conv2DFilterIm2ColGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                            const A* out_backprop, A* filter_backprop) {
   const ConvGeometry& g = geo;
-#if defined(__AVX512F__)
-  if (DirectFilterGrad(ctx, g, input, out_backprop, filter_backprop)) return;
-#endif
   const bool pointwise = IsPointwise(g);
   const int64_t k = g.filter_rows * g.filter_cols * g.in_depth;
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t filter_size = k * cout;
   const int64_t pixels = g.batch * g.out_rows * g.out_cols;
-
-  if (!pointwise && filter_size * static_cast<int64_t>(sizeof(A)) > kSplitFilterBytes) {
-    FilterGradByTaps(ctx, g, input, out_backprop, filter_backprop);
-    return;
-  }
 
   // Every output pixel contributes to every dW element, so threads cannot split
   // dW by pixels without racing. Instead the pixels are cut into a fixed number
@@ -393,36 +381,8 @@ void Conv2DBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, co
       }
     });
   }
-}
-
-bool Conv2DBackpropInputBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
-                                 const Eigen::bfloat16* filter, const Eigen::bfloat16* out_backprop,
-                                 Eigen::bfloat16* in_backprop) {
-#if defined(__AVX512F__)
-  static_assert(sizeof(Eigen::bfloat16) == sizeof(uint16_t), "bfloat16 is its 16 bits");
-  return DirectInputGradBf16(ctx, geo, reinterpret_cast<const uint16_t*>(filter),
-                             reinterpret_cast<const uint16_t*>(out_backprop),
-                             reinterpret_cast<uint16_t*>(in_backprop));
-#else
-  return false;  // no vdpbf16ps below the AVX-512 variant
-#endif
-}
-
-template <typename A>
-bool Conv2DBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                             const A* out_backprop, A* in_backprop) {
-#if defined(__AVX512F__)
-  if (!PointwiseInputNchwApplies(geo)) return false;
-  PointwiseInputNchw(ctx, geo, filter, out_backprop, in_backprop);
   return true;
-#else
-  return false;
-#endif
 }
-template bool Conv2DBackpropInputNchw<float>(const CpuContext&, const ConvGeometry&, const float*,
-                                             const float*, float*);
-template bool Conv2DBackpropInputNchw<double>(const CpuContext&, const ConvGeometry&,
-                                              const double*, const double*, double*);
 
 // NCHW 1x1: per image x is [Cin x P] and dy [Cout x P], both with the pixels
 // contiguous, so dW (HWIO = [Cin x Cout]) = sum over images of X * DY^T, one
@@ -430,15 +390,8 @@ template bool Conv2DBackpropInputNchw<double>(const CpuContext&, const ConvGeome
 // columns) of dW, the wider side, each summing the images in order: the sums
 // do not depend on the thread count.
 template <typename A>
-bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& g, const A* input,
-                              const A* out_backprop, A* filter_backprop) {
-  if (!IsPointwise(g)) {
-#if defined(__AVX512F__)
-    return DirectFilterGradNchw(ctx, g, input, out_backprop, filter_backprop);
-#else
-    return false;
-#endif
-  }
+bool Conv2DFilterNchwPointwiseGemm(const CpuContext& ctx, const ConvGeometry& g, const A* input,
+                                   const A* out_backprop, A* filter_backprop) {
   using StridedMap = Eigen::Map<RowMatrix<A>, 0, Eigen::OuterStride<>>;
   constexpr int64_t kSlice = 64;
   const int64_t cin = g.in_depth, cout = g.out_depth, pixels = g.in_rows * g.in_cols;
@@ -460,39 +413,16 @@ bool Conv2DBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& g, cons
   });
   return true;
 }
-template bool Conv2DBackpropFilterNchw<float>(const CpuContext&, const ConvGeometry&, const float*,
-                                              const float*, float*);
-template bool Conv2DBackpropFilterNchw<double>(const CpuContext&, const ConvGeometry&,
-                                               const double*, const double*, double*);
-
-bool Conv2DBackpropFilterBf16Nhwc(const CpuContext& ctx, const ConvGeometry& geo,
-                                  const Eigen::bfloat16* input, const Eigen::bfloat16* out_backprop,
-                                  Eigen::bfloat16* filter_backprop) {
-#if defined(__AVX512F__)
-  ScratchVector<float> dw(geo.filter_elements);
-  if (!DirectFilterGradBf16(ctx, geo, reinterpret_cast<const uint16_t*>(input),
-                            reinterpret_cast<const uint16_t*>(out_backprop), dw.data())) {
-    return false;
-  }
-  ConvertElements(dw.data(), filter_backprop, geo.filter_elements);
-  return true;
-#else
-  return false;
-#endif
-}
-
-template void Conv2DBackpropInputNhwc<float>(const CpuContext&, const ConvGeometry&, const float*,
-                                             const float*, float*);
-template void Conv2DBackpropInputNhwc<double>(const CpuContext&, const ConvGeometry&,
-                                              const double*, const double*, double*);
-template void Conv2DBackpropFilterNhwc<float>(const CpuContext&, const ConvGeometry&,
-                                              const float*, const float*, float*);
-template void Conv2DBackpropFilterNhwc<double>(const CpuContext&, const ConvGeometry&,
-                                               const double*, const double*, double*);
+#define TCB_INSTANTIATE_GEMM_KERNELS(A)                     \
+  TCB_INSTANTIATE_KERNEL(Conv2DInputPointwiseGemm, A)       \
+  TCB_INSTANTIATE_KERNEL(Conv2DInputIm2ColGemm, A)          \
+  TCB_INSTANTIATE_KERNEL(Conv2DFilterNchwPointwiseGemm, A)  \
+  TCB_INSTANTIATE_KERNEL(Conv2DFilterByTapsGemm, A)         \
+  TCB_INSTANTIATE_KERNEL(Conv2DFilterIm2ColGemm, A)
+TCB_INSTANTIATE_GEMM_KERNELS(float)
+TCB_INSTANTIATE_GEMM_KERNELS(double)
+#undef TCB_INSTANTIATE_GEMM_KERNELS
 
 }  // namespace TCB_ISA
 }  // namespace cpu
 }  // namespace tf_conv_backprop
-
-// The front end's layout helpers, compiled into this variant too.
-#include "tf_ops/core/layout_cpu_inl.h"

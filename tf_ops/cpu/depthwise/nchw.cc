@@ -1,17 +1,17 @@
 // Depthwise convolution gradients on NCHW tensors, without transposes.
 //
 // In NCHW every channel is its own plane, and a depthwise gradient never mixes
-// channels (see depthwise_backprop_cpu.cc for the formulas, M = multiplier):
+// channels (see cpu/depthwise/nhwc.cc for the formulas, M = multiplier):
 //   dx plane (n, c)  = sum over m of dy plane (n, c*M+m) correlated with the
 //                      mirrored taps W[., ., c, m] (a 2-D stencil per plane);
 //   dW[kh, kw, c, m] = sum over n of <x plane (n, c) shifted by the tap,
 //                                     dy plane (n, c*M+m)>.
 // Both vectorise along image rows (columns are contiguous), with no transpose
-// of the tensors. The front end uses them where they beat its channel blocks
-// (NHWC kernels on blocks of channels transposed in L2), see
-// DepthwiseNchwDirectWins: the general kernels below for multipliers > 1; the
-// AVX-512 variant's register kernels (depthwise_nchw_avx512_inl.h) for
-// multiplier 1 with 3x3 / 5x5 filters and strides <= 2.
+// of the tensors. They run where they beat the channel blocks (NHWC kernels on
+// blocks of channels transposed in L2; see the rows in cpu/variants.def): these
+// general kernels for multipliers > 1; the AVX-512 register kernels
+// (cpu/depthwise/nchw_avx512_inl.h) for multiplier 1 with 3x3 / 5x5 filters and
+// strides <= 2.
 //
 // Strides become "column classes": with stride s, the dx columns iw = rho + s*j
 // of one class rho read dy columns j + offset (one offset per tap), so a class is
@@ -30,16 +30,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/scratch.h"
-#include "tf_ops/core/simd_vec_inl.h"
-#if defined(__AVX512F__)
-#include "tf_ops/core/depthwise_nchw_avx512_inl.h"
-#endif
-
-#ifndef TCB_ISA
-#error "compile with -DTCB_ISA=baseline|avx2|avx512 and that ISA's -m flags (see cpu_isa.h)"
-#endif
+#include "tf_ops/cpu/isa_kernels.h"
+#include "tf_ops/cpu/simd_vec_inl.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -258,45 +251,22 @@ bool FilterGradNchw(const CpuContext& ctx, const ConvGeometry& g, const A* x, co
 
 }  // namespace
 
-bool DepthwiseNchwDirectWins(const ConvGeometry& geo) {
-#if defined(__AVX512F__)
-  if (ZmmNchwApplies(geo)) return true;
-#endif
-  return geo.depth_multiplier > 1;
-}
-
 template <typename A>
-bool DepthwiseBackpropInputNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                                const A* out_backprop, A* in_backprop) {
-#if defined(__AVX512F__)
-  if (ZmmNchwApplies(geo) && ZmmNchwScratchFits<A>(ctx, geo)) {
-    ZmmNchwInputGradient(ctx, geo, filter, out_backprop, in_backprop);
-    return true;
-  }
-#endif
+bool DepthwiseInputNchwPlanar(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                              const A* out_backprop, A* in_backprop) {
   return InputGradNchw(ctx, geo, filter, out_backprop, in_backprop);
 }
 
 template <typename A>
-bool DepthwiseBackpropFilterNchw(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                                 const A* out_backprop, A* filter_backprop) {
-#if defined(__AVX512F__)
-  if (ZmmNchwApplies(geo) && ZmmNchwScratchFits<A>(ctx, geo)) {
-    ZmmNchwFilterGradient(ctx, geo, input, out_backprop, filter_backprop);
-    return true;
-  }
-#endif
+bool DepthwiseFilterNchwPlanar(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                               const A* out_backprop, A* filter_backprop) {
   return FilterGradNchw(ctx, geo, input, out_backprop, filter_backprop);
 }
 
-template bool DepthwiseBackpropInputNchw<float>(const CpuContext&, const ConvGeometry&,
-                                                const float*, const float*, float*);
-template bool DepthwiseBackpropInputNchw<double>(const CpuContext&, const ConvGeometry&,
-                                                 const double*, const double*, double*);
-template bool DepthwiseBackpropFilterNchw<float>(const CpuContext&, const ConvGeometry&,
-                                                 const float*, const float*, float*);
-template bool DepthwiseBackpropFilterNchw<double>(const CpuContext&, const ConvGeometry&,
-                                                  const double*, const double*, double*);
+TCB_INSTANTIATE_KERNEL(DepthwiseInputNchwPlanar, float)
+TCB_INSTANTIATE_KERNEL(DepthwiseInputNchwPlanar, double)
+TCB_INSTANTIATE_KERNEL(DepthwiseFilterNchwPlanar, float)
+TCB_INSTANTIATE_KERNEL(DepthwiseFilterNchwPlanar, double)
 
 }  // namespace TCB_ISA
 }  // namespace cpu

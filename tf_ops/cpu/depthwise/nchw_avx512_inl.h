@@ -1,6 +1,6 @@
 // AVX-512 depthwise gradients that read and write NCHW planes as they are:
 // multiplier 1, 3x3 and 5x5 filters, strides 1 and 2, any dilation and padding.
-// Included by depthwise_nchw_cpu.cc in its AVX-512 variant only.
+// Included by cpu/depthwise/nchw_avx512.cc (the AVX-512 build) only.
 //
 // With a multiplier of 1 each channel is an independent 2-D stencil on its
 // plane, and memory bandwidth, not arithmetic, bounds both gradients. So a
@@ -27,30 +27,23 @@
 // Work is split by planes (input gradient: (n, c)) or channels (filter
 // gradient: c, images summed in order), so results do not depend on the
 // thread count.
-#ifndef TF_CONV_BACKPROP_CORE_DEPTHWISE_NCHW_AVX512_INL_H_
-#define TF_CONV_BACKPROP_CORE_DEPTHWISE_NCHW_AVX512_INL_H_
+#ifndef TF_CONV_BACKPROP_CPU_DEPTHWISE_NCHW_AVX512_INL_H_
+#define TF_CONV_BACKPROP_CPU_DEPTHWISE_NCHW_AVX512_INL_H_
 
 #include <algorithm>
 #include <cstdint>
 
 #include "tf_ops/core/geometry.h"
 #include "tf_ops/core/scratch.h"
-#include "tf_ops/core/zmm_avx512_inl.h"
+#include "tf_ops/cpu/zmm_avx512_inl.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
 namespace TCB_ISA {
 namespace {
 
-// A filter size with a kernel below; KH * KW accumulators (filter gradient)
-// or weights (input gradient) must fit in the 32 zmm registers.
-bool ZmmNchwApplies(const ConvGeometry& g) {
-  const bool size = (g.filter_rows == 3 && g.filter_cols == 3) || (g.filter_rows == 5 && g.filter_cols == 5);
-  return size && g.depth_multiplier == 1 && g.stride_rows <= 2 && g.stride_cols <= 2;
-}
-
 // dx sizes from which the input gradients stream their stores (as the NHWC
-// kernels, depthwise_backprop_cpu.cc).
+// kernels, cpu/depthwise/nhwc.cc).
 constexpr int64_t kStreamDxBytes = int64_t{2} << 20;
 
 // count elements from p into L2: the next plane while this one computes (the
@@ -113,17 +106,6 @@ void FlatTapMasks(const ConvGeometry& g, int64_t rows, int64_t cols, int64_t oth
 
 // A mask table above this size leaves the call to the per-row kernels.
 constexpr int64_t kMaxMaskTableBytes = int64_t{512} << 10;
-
-// The register kernels' per-thread scratch (a plane: the even/odd split of x,
-// or dx staged for streaming), summed over the threads, stays within this, or
-// the call takes the other paths (bounded per unit of work).
-constexpr int64_t kMaxPlanesBytes = int64_t{32} << 20;
-
-template <typename T>
-bool ZmmNchwScratchFits(const CpuContext& ctx, const ConvGeometry& g) {
-  const int64_t plane_bytes = g.in_rows * (g.in_cols + 2 * Zmm<T>::kLanes) * static_cast<int64_t>(sizeof(T));
-  return plane_bytes * std::max(1, ctx.num_threads) <= kMaxPlanesBytes;
-}
 
 // ---- Filter gradient -------------------------------------------------------
 
@@ -520,7 +502,8 @@ void ZmmNchwInputGradK(const CpuContext& ctx, const ConvGeometry& g, const T* w,
   ZmmNchwInputGradKS<T, K, 1>(ctx, g, w, dy, dx);
 }
 
-// Where ZmmNchwApplies: the gradients above, by filter size and column stride.
+// 3x3 / 5x5 filters, multiplier 1, strides <= 2 (cpu/select.cc: KH * KW
+// accumulators or weights fit in the 32 zmm registers), by filter size.
 template <typename T>
 void ZmmNchwFilterGradient(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
   if (g.filter_rows == 3) return ZmmNchwFilterGradK<T, 3>(ctx, g, x, dy, dw);
@@ -537,4 +520,4 @@ void ZmmNchwInputGradient(const CpuContext& ctx, const ConvGeometry& g, const T*
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_DEPTHWISE_NCHW_AVX512_INL_H_
+#endif  // TF_CONV_BACKPROP_CPU_DEPTHWISE_NCHW_AVX512_INL_H_

@@ -30,14 +30,9 @@
 #include <immintrin.h>
 #endif
 
-#include "tf_ops/core/cpu_isa.h"
 #include "tf_ops/core/scratch.h"
-#include "tf_ops/core/simd_vec_inl.h"
-
-// Built once per instruction set, into namespace cpu::TCB_ISA (see cpu_isa.h).
-#ifndef TCB_ISA
-#error "compile with -DTCB_ISA=baseline|avx2|avx512 and that ISA's -m flags (see cpu_isa.h)"
-#endif
+#include "tf_ops/cpu/isa_kernels.h"
+#include "tf_ops/cpu/simd_vec_inl.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -685,8 +680,8 @@ FilterRowsFn<A> SimdFilterRows(const ConvGeometry& g) {
 }  // namespace
 
 template <typename A>
-void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                                const A* out_backprop, A* in_backprop) {
+bool DepthwiseInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
+                        const A* out_backprop, A* in_backprop) {
   // dx rows are disjoint and each is a gather over dy, so rows parallelise
   // without races and the result does not depend on the split.
   // A dx row is reached by about filter_rows / stride_rows taps.
@@ -704,11 +699,12 @@ void DepthwiseBackpropInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, 
     if (stream) _mm_sfence();  // streamed dx visible before the pool reports done
 #endif
   });
+  return true;
 }
 
 template <typename A>
-void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                                 const A* out_backprop, A* filter_backprop) {
+bool DepthwiseFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                         const A* out_backprop, A* filter_backprop) {
   const std::vector<ColumnSpan> spans = ColumnSpans(geo);
   const auto generic_fn = PickByMultiplier(geo.depth_multiplier, &FilterGradRows<A, 1>,
                                            &FilterGradRows<A, 2>, &FilterGradRows<A, 0>);
@@ -742,23 +738,20 @@ void DepthwiseBackpropFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo,
       }
     }
   });
-  if (shards == 1) return;
+  if (shards == 1) return true;
   ctx.For(fe, shards, [&](int64_t begin, int64_t end) {
     for (int64_t s = 1; s < shards; ++s) {
       const A* p = partial(s);
       for (int64_t i = begin; i < end; ++i) filter_backprop[i] += p[i];
     }
   });
+  return true;
 }
 
-template void DepthwiseBackpropInputNhwc<float>(const CpuContext&, const ConvGeometry&,
-                                                const float*, const float*, float*);
-template void DepthwiseBackpropInputNhwc<double>(const CpuContext&, const ConvGeometry&,
-                                                 const double*, const double*, double*);
-template void DepthwiseBackpropFilterNhwc<float>(const CpuContext&, const ConvGeometry&,
-                                                 const float*, const float*, float*);
-template void DepthwiseBackpropFilterNhwc<double>(const CpuContext&, const ConvGeometry&,
-                                                  const double*, const double*, double*);
+TCB_INSTANTIATE_KERNEL(DepthwiseInputNhwc, float)
+TCB_INSTANTIATE_KERNEL(DepthwiseInputNhwc, double)
+TCB_INSTANTIATE_KERNEL(DepthwiseFilterNhwc, float)
+TCB_INSTANTIATE_KERNEL(DepthwiseFilterNhwc, double)
 
 }  // namespace TCB_ISA
 }  // namespace cpu

@@ -1,20 +1,15 @@
-// Layout helpers of the CPU engine front end (cpu_kernels.h: ConvertElements,
-// TransposeConvert): half/bfloat16 <-> float conversion and NCHW <-> NHWC
-// transposes in cache tiles. Like the kernels, they are compiled once per
-// instruction set into namespace cpu::TCB_ISA: conv2d_backprop_cpu.cc includes
-// this file once (a header rather than a third kernel TU, so the ISA source
-// lists of the Makefile and BUILD.bazel stay as they are). Not for other users.
+// Layout helpers of the CPU engine front end (ConvertElements,
+// TransposeConvert, cpu/kernel_table.h): half/bfloat16 <-> float conversion and
+// NCHW <-> NHWC transposes in cache tiles. Like the kernels, they are compiled
+// once per instruction set into namespace cpu::TCB_ISA.
 //
 // Conversions round to nearest even exactly as Eigen's scalar ones do (NaN:
 // bfloat16 0x7fc0 with the sign kept; half as F16C / Eigen), so results do not
 // depend on the instruction set. With F16C / AVX-512 the half conversions use
 // vcvtph2ps / vcvtps2ph; the bfloat16 ones are integer loops the compiler
 // vectorises under each variant's flags.
-#ifndef TF_CONV_BACKPROP_CORE_LAYOUT_CPU_INL_H_
-#define TF_CONV_BACKPROP_CORE_LAYOUT_CPU_INL_H_
-
 #ifndef TCB_ISA
-#error "layout_cpu_inl.h belongs to a per-ISA kernel TU (see cpu_isa.h)"
+#error "compile with -DTCB_ISA=<isa> and that ISA's -m flags (see cpu/isa.h)"
 #endif
 
 #include <algorithm>
@@ -27,6 +22,8 @@
 #include <immintrin.h>
 #endif
 
+#include "tf_ops/cpu/isa_kernels.h"
+
 namespace tf_conv_backprop {
 namespace cpu {
 namespace TCB_ISA {
@@ -36,13 +33,13 @@ namespace layout {
 typedef uint32_t __attribute__((may_alias)) U32;
 typedef uint16_t __attribute__((may_alias)) U16;
 
-inline void Convert(const Eigen::bfloat16* src, float* dst, int64_t n) {
+void Convert(const Eigen::bfloat16* src, float* dst, int64_t n) {
   const U16* __restrict s = reinterpret_cast<const U16*>(src);
   U32* __restrict d = reinterpret_cast<U32*>(dst);
   for (int64_t i = 0; i < n; ++i) d[i] = static_cast<uint32_t>(s[i]) << 16;
 }
 
-inline void Convert(const float* src, Eigen::bfloat16* dst, int64_t n) {
+void Convert(const float* src, Eigen::bfloat16* dst, int64_t n) {
   const U32* __restrict s = reinterpret_cast<const U32*>(src);
   U16* __restrict d = reinterpret_cast<U16*>(dst);
   for (int64_t i = 0; i < n; ++i) {
@@ -53,7 +50,7 @@ inline void Convert(const float* src, Eigen::bfloat16* dst, int64_t n) {
   }
 }
 
-inline void Convert(const Eigen::half* src, float* dst, int64_t n) {
+void Convert(const Eigen::half* src, float* dst, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16) {
@@ -67,7 +64,7 @@ inline void Convert(const Eigen::half* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }
 
-inline void Convert(const float* src, Eigen::half* dst, int64_t n) {
+void Convert(const float* src, Eigen::half* dst, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16) {
@@ -84,7 +81,7 @@ inline void Convert(const float* src, Eigen::half* dst, int64_t n) {
 }
 
 template <typename A>
-inline void Convert(const A* src, A* dst, int64_t n) {
+void Convert(const A* src, A* dst, int64_t n) {
   std::memcpy(dst, src, n * sizeof(A));
 }
 
@@ -201,4 +198,3 @@ TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TF_CONV_BACKPROP_INSTANTIATE_LAYOUT)
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CORE_LAYOUT_CPU_INL_H_

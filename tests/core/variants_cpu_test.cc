@@ -1,0 +1,261 @@
+// Every row of the CPU kernel-variant table (tf_ops/cpu/variants.def), forced,
+// on random geometries around its predicate's boundaries: where selection says
+// it applies, the engine must run exactly that variant (the run record says so)
+// and match the float64 reference on NaN-filled outputs; where it says not, the
+// variant must not run. Fails when a variant the CPU can run never applied;
+// prints per ISA the variants it could not try (the CPU lacks the ISA or a
+// feature). The other core tests sweep geometries; this one sweeps the table.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "tests/core/naive_reference.h"
+#include "tf_ops/cpu/engine.h"
+#include "tf_ops/cpu/isa.h"
+#include "tf_ops/cpu/select.h"
+
+namespace tcb = tf_conv_backprop;
+using tcb::ConvGeometry;
+using tcb::DataFormat;
+using tcb::OpKind;
+namespace cpu = tcb::cpu;
+
+namespace {
+
+constexpr int kGeometriesPerOp = 400;
+constexpr int kRunsPerVariant = 6;  // applicable geometries run per (variant, dtype, layout)
+
+// Sizes near the predicates' boundaries: whole vectors of 8 / 16 channels and
+// one either side, tiny and odd ones.
+int64_t Channels(std::mt19937_64& rng) {
+  static const int64_t kChoices[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 32, 48, 64};
+  return kChoices[rng() % (sizeof(kChoices) / sizeof(kChoices[0]))];
+}
+
+// A random valid geometry of `op` (NHWC; the caller sets the layout), or false.
+bool RandomGeometry(OpKind op, std::mt19937_64& rng, ConvGeometry* g) {
+  auto pick = [&](int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng() % (hi - lo + 1)); };
+  const bool depthwise = op == OpKind::kDepthwiseBackpropInput || op == OpKind::kDepthwiseBackpropFilter;
+  const int shape = static_cast<int>(rng() % 6);
+  const int64_t k = shape == 0 ? 1 : (shape <= 2 ? 3 : (shape == 3 ? 5 : pick(1, 4)));
+  tcb::ConvAttrs attrs;
+  attrs.padding = tcb::Padding::kExplicit;
+  const bool plain = shape == 0 || rng() % 3 == 0;  // stride 1, no dilation, SAME-like pads
+  attrs.stride_rows = plain ? 1 : pick(1, 3);
+  attrs.stride_cols = plain ? 1 : pick(1, 3);
+  attrs.dilation_rows = plain || depthwise ? 1 : pick(1, 2);
+  attrs.dilation_cols = plain || depthwise ? 1 : pick(1, 2);
+  const int64_t pad = shape == 0 ? 0 : (k - 1) / 2;
+  attrs.pad_top = plain ? pad : pick(0, 2);
+  attrs.pad_bottom = plain ? pad : pick(0, 2);
+  attrs.pad_left = plain ? pad : pick(0, 2);
+  attrs.pad_right = plain ? pad : pick(0, 2);
+  const int64_t n = pick(1, 3), h = pick(1, 14), w = pick(1, 14), cin = Channels(rng);
+  // Occasionally a filter past 1 MiB (the dense filter gradient's tap split).
+  const bool big = !depthwise && rng() % 12 == 0;
+  const int64_t cout = big ? pick(300, 340) : (depthwise ? pick(1, 3) : Channels(rng));
+  const int64_t kin = big ? pick(200, 240) : cin;
+  const int64_t kk = big ? 2 : k;
+  std::vector<int64_t> input = {n, h, w, kin}, filter = {kk, kk, kin, cout};
+  int64_t oh = 0, ow = 0, unused = 0;
+  if (!tcb::WindowedOutputSize(h, kk, attrs.dilation_rows, attrs.stride_rows, attrs.padding, attrs.pad_top,
+                               attrs.pad_bottom, &oh, &unused, &unused).ok() ||
+      !tcb::WindowedOutputSize(w, kk, attrs.dilation_cols, attrs.stride_cols, attrs.padding, attrs.pad_left,
+                               attrs.pad_right, &ow, &unused, &unused).ok() ||
+      oh <= 0 || ow <= 0) {
+    return false;
+  }
+  const std::vector<int64_t> dy = {n, oh, ow, depthwise ? kin * cout : cout};
+  return tcb::ComputeGeometry(op, attrs, input, filter, dy, g).ok();
+}
+
+template <typename T>
+std::vector<T> Random(int64_t count, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<T> v(count);
+  for (T& e : v) e = static_cast<T>(uniform(rng));
+  return v;
+}
+
+// NHWC <-> NCHW of a [n, pixels, c] tensor.
+template <typename T>
+std::vector<T> Transposed(const std::vector<T>& src, int64_t n, int64_t pixels, int64_t c, bool to_nchw) {
+  std::vector<T> dst(src.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t j = 0; j < c; ++j) {
+        const int64_t nhwc = (i * pixels + p) * c + j, nchw = (i * c + j) * pixels + p;
+        if (to_nchw) {
+          dst[nchw] = src[nhwc];
+        } else {
+          dst[nhwc] = src[nchw];
+        }
+      }
+  return dst;
+}
+
+double Tolerance(cpu::Dtype d) {
+  // Relative to the largest reference magnitude; reductions of a few hundred terms.
+  switch (d) {
+    case cpu::Dtype::kHalf: return 4e-3;
+    case cpu::Dtype::kBfloat16: return 3e-2;
+    case cpu::Dtype::kFloat: return 1e-5;
+    case cpu::Dtype::kDouble: return 1e-12;
+  }
+  return 0;
+}
+
+tcb::CpuContext Serial() { return tcb::CpuContext(); }
+
+// Runs the op through the engine on `g` (its data_format) and returns the max
+// error relative to the largest reference magnitude; NaN counts as infinite.
+template <typename T>
+double RunAgainstReference(OpKind op, const ConvGeometry& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const bool input_grad = op == OpKind::kConv2DBackpropInput || op == OpKind::kDepthwiseBackpropInput;
+  const std::vector<T> operand = Random<T>(input_grad ? g.filter_elements : g.input_elements, rng);
+  const std::vector<T> dy = Random<T>(g.out_backprop_elements, rng);
+  std::vector<double> operand64(operand.begin(), operand.end()), dy64(dy.begin(), dy.end());
+  ConvGeometry nhwc = g;
+  nhwc.data_format = DataFormat::kNHWC;
+  const std::vector<double> ref = tcb::naive::Gradient(nhwc, input_grad, operand64.data(), dy64.data());
+  const bool nchw = g.data_format == DataFormat::kNCHW;
+  const int64_t in_pixels = g.in_rows * g.in_cols, out_pixels = g.out_rows * g.out_cols;
+  const std::vector<T> a = nchw && !input_grad ? Transposed(operand, g.batch, in_pixels, g.in_depth, true) : operand;
+  const std::vector<T> b = nchw ? Transposed(dy, g.batch, out_pixels, g.out_depth, true) : dy;
+  std::vector<T> out(ref.size(), static_cast<T>(std::numeric_limits<float>::quiet_NaN()));
+  tcb::Status status;
+  switch (op) {
+    case OpKind::kConv2DBackpropInput: status = tcb::Conv2DBackpropInputCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
+    case OpKind::kConv2DBackpropFilter: status = tcb::Conv2DBackpropFilterCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
+    case OpKind::kDepthwiseBackpropInput: status = tcb::DepthwiseBackpropInputCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
+    case OpKind::kDepthwiseBackpropFilter: status = tcb::DepthwiseBackpropFilterCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
+  }
+  if (!status.ok()) return std::numeric_limits<double>::infinity();
+  if (nchw && input_grad) out = Transposed(out, g.batch, in_pixels, g.in_depth, false);
+  double scale = 1e-30, err = 0;
+  for (double r : ref) scale = std::max(scale, std::abs(r));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::abs(static_cast<double>(out[i]) - ref[i]);
+    if (!(e == e)) return std::numeric_limits<double>::infinity();
+    err = std::max(err, e);
+  }
+  return err / scale;
+}
+
+double RunAgainstReference(cpu::Dtype d, OpKind op, const ConvGeometry& g, uint64_t seed) {
+  switch (d) {
+    case cpu::Dtype::kHalf: return RunAgainstReference<Eigen::half>(op, g, seed);
+    case cpu::Dtype::kBfloat16: return RunAgainstReference<Eigen::bfloat16>(op, g, seed);
+    case cpu::Dtype::kFloat: return RunAgainstReference<float>(op, g, seed);
+    case cpu::Dtype::kDouble: return RunAgainstReference<double>(op, g, seed);
+  }
+  return 1;
+}
+
+std::string Describe(const ConvGeometry& g) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "N=%lld %lldx%lldx%lld k=%lldx%lld out=%lldx%lldx%lld s=%lld,%lld d=%lld,%lld "
+                "pads=%lld,%lld,%lld,%lld %s",
+                (long long)g.batch, (long long)g.in_rows, (long long)g.in_cols, (long long)g.in_depth,
+                (long long)g.filter_rows, (long long)g.filter_cols, (long long)g.out_rows, (long long)g.out_cols,
+                (long long)g.out_depth, (long long)g.stride_rows, (long long)g.stride_cols,
+                (long long)g.dilation_rows, (long long)g.dilation_cols, (long long)g.pad_top,
+                (long long)g.pad_bottom, (long long)g.pad_left, (long long)g.pad_right,
+                g.data_format == DataFormat::kNCHW ? "NCHW" : "NHWC");
+  return buf;
+}
+
+struct Tally {
+  int passed = 0, failed = 0;
+};
+
+// One variant at the active ISA: every (dtype, layout) it takes as it is.
+void CheckVariant(cpu::Variant v, const std::vector<ConvGeometry>& pool, Tally* tally) {
+  const cpu::VariantInfo& row = cpu::InfoOf(v);
+  cpu::SetForcedVariant(static_cast<int>(v));
+  int applied_total = 0, declined_total = 0;
+  for (int d = 0; d < cpu::kNumDtypes; ++d) {
+    const cpu::Dtype dtype = static_cast<cpu::Dtype>(d);
+    if ((row.dtypes & cpu::BitOf(dtype)) == 0) continue;
+    for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+      if ((row.layouts & cpu::BitOf(format)) == 0) continue;
+      int runs = 0;
+      for (size_t i = 0; i < pool.size() && runs < kRunsPerVariant; ++i) {
+        ConvGeometry g = pool[i];
+        g.data_format = format;
+        const cpu::SelectionInput in = cpu::MachineInput(row.op, g, dtype, 1);
+        if (cpu::SelectKernel(in) != v) {
+          ++declined_total;
+          continue;
+        }
+        ++runs;
+        const double err = RunAgainstReference(dtype, row.op, g, 1000 + i);
+        const int ran = cpu::LastRun(row.op);
+        const bool ok = err <= Tolerance(dtype) && ran == static_cast<int>(v);
+        ok ? ++tally->passed : ++tally->failed;
+        if (!ok) {
+          std::printf("FAIL %s %s: rel_err=%g ran %s\n  %s\n", row.name, cpu::DtypeName(dtype), err,
+                      ran < 0 ? "nothing" : cpu::InfoOf(static_cast<cpu::Variant>(ran)).name, Describe(g).c_str());
+        }
+      }
+      applied_total += runs;
+    }
+  }
+  cpu::SetForcedVariant(-1);
+  std::printf("  %-38s ran on %2d geometries, not selected on %3d\n", row.name, applied_total, declined_total);
+  if (applied_total == 0) {
+    ++tally->failed;
+    std::printf("FAIL %s: the CPU runs it, but it applied to none of the geometries\n", row.name);
+  }
+}
+
+}  // namespace
+
+int main() {
+  Tally tally;
+  std::vector<ConvGeometry> pools[cpu::kNumOps];
+  std::mt19937_64 rng(20261202);
+  for (int op = 0; op < cpu::kNumOps; ++op) {
+    while (pools[op].size() < kGeometriesPerOp) {
+      ConvGeometry g;
+      if (RandomGeometry(static_cast<OpKind>(op), rng, &g)) pools[op].push_back(g);
+    }
+  }
+  const cpu::Isa selected = cpu::ActiveIsa();
+  for (int i = 0; i < cpu::kNumIsas; ++i) {
+    const cpu::Isa isa = static_cast<cpu::Isa>(i);
+    std::string skipped;
+    for (int v = 0; v < cpu::kNumVariants; ++v) {
+      const cpu::VariantInfo& row = cpu::InfoOf(static_cast<cpu::Variant>(v));
+      const bool new_here = row.isa == isa && isa > cpu::BestSupportedIsa();
+      const bool lacks_feature = row.isa <= isa && (row.features & ~cpu::CpuFeatures()) != 0;
+      if (new_here || lacks_feature) {
+        skipped += std::string(" ") + row.name;
+      }
+    }
+    if (isa > cpu::BestSupportedIsa()) {
+      std::printf("isa %s: not on this CPU, skipped:%s\n", cpu::IsaName(isa), skipped.c_str());
+      continue;
+    }
+    cpu::SetActiveIsa(isa);
+    std::printf("isa %s:%s%s\n", cpu::IsaName(isa), skipped.empty() ? "" : " skipped (CPU feature):",
+                skipped.c_str());
+    const int failed_before = tally.failed;
+    for (int v = 0; v < cpu::kNumVariants; ++v) {
+      const cpu::VariantInfo& row = cpu::InfoOf(static_cast<cpu::Variant>(v));
+      if (row.isa > isa || (row.features & ~cpu::CpuFeatures()) != 0) continue;
+      CheckVariant(static_cast<cpu::Variant>(v), pools[static_cast<int>(row.op)], &tally);
+    }
+    std::printf("isa %s: %d failed\n", cpu::IsaName(isa), tally.failed - failed_before);
+  }
+  cpu::SetActiveIsa(selected);
+  std::printf("%d passed, %d failed\n", tally.passed, tally.failed);
+  return tally.failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,84 @@
+// This instruction-set build's KernelTable: for every row of cpu/variants.def
+// whose ISA this build reaches, its kernel for each dtype the row lists.
+// Compiled once per ISA, like the kernels.
+#include <Eigen/Core>
+
+#include "tf_ops/cpu/isa_kernels.h"
+
+namespace tf_conv_backprop {
+namespace cpu {
+namespace TCB_ISA {
+namespace {
+
+#define TCB_STRINGIFY_IMPL(x) #x
+#define TCB_STRINGIFY(x) TCB_STRINGIFY_IMPL(x)
+constexpr bool SameName(const char* a, const char* b) {
+  return *a == *b && (*a == '\0' || SameName(a + 1, b + 1));
+}
+constexpr Isa ThisIsa() {
+#define TCB_ISA_IF_THIS(name, enumerator, needs) \
+  if (SameName(#name, TCB_STRINGIFY(TCB_ISA))) return Isa::enumerator;
+  TCB_FOR_EACH_ISA(TCB_ISA_IF_THIS)
+#undef TCB_ISA_IF_THIS
+  return Isa::kBaseline;
+}
+constexpr Isa kThisIsa = ThisIsa();
+
+template <typename T, auto kKernel>
+bool Erased(const CpuContext& ctx, const ConvGeometry& geo, const void* a, const void* b, void* out) {
+  return kKernel(ctx, geo, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out));
+}
+
+template <typename From, typename To>
+void ErasedConvert(const void* src, void* dst, int64_t count) {
+  ConvertElements(static_cast<const From*>(src), static_cast<To*>(dst), count);
+}
+template <typename From, typename To>
+void ErasedTranspose(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows,
+                     int64_t cols, bool stream) {
+  TransposeConvert(static_cast<const From*>(src), src_stride, static_cast<To*>(dst), dst_stride, rows,
+                   cols, stream);
+}
+
+// The entry of one row for T: only rows this build reaches and dtypes the row
+// lists are referenced (the kernel files instantiate exactly those).
+#define TCB_CPU_VARIANT(name, op, dtypes, layouts, isa, features, applies, kernel, ...) \
+  template <typename T, Isa kRowIsa = isa>                                              \
+  constexpr KernelFn Entry_##name() {                                                   \
+    if constexpr (kRowIsa <= kThisIsa && ((dtypes) & BitOf(DtypeOf<T>())) != 0) {        \
+      return &Erased<T, &kernel<T>>;                                                    \
+    } else {                                                                            \
+      return nullptr;                                                                   \
+    }                                                                                   \
+  }
+#include "tf_ops/cpu/variants.def"
+#undef TCB_CPU_VARIANT
+
+KernelTable MakeTable() {
+  KernelTable t{};
+  t.isa = kThisIsa;
+#define TCB_CPU_VARIANT(name, ...)                                                   \
+  t.kernels[static_cast<int>(Variant::name)][0] = Entry_##name<Eigen::half>();       \
+  t.kernels[static_cast<int>(Variant::name)][1] = Entry_##name<Eigen::bfloat16>();   \
+  t.kernels[static_cast<int>(Variant::name)][2] = Entry_##name<float>();             \
+  t.kernels[static_cast<int>(Variant::name)][3] = Entry_##name<double>();
+#include "tf_ops/cpu/variants.def"
+#undef TCB_CPU_VARIANT
+#define TCB_LAYOUT_ENTRY(From, To)                                                        \
+  t.convert[static_cast<int>(LayoutPairOf<From, To>())] = &ErasedConvert<From, To>;      \
+  t.transpose[static_cast<int>(LayoutPairOf<From, To>())] = &ErasedTranspose<From, To>;
+  TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TCB_LAYOUT_ENTRY)
+#undef TCB_LAYOUT_ENTRY
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& Kernels() {
+  static const KernelTable table = MakeTable();
+  return table;
+}
+
+}  // namespace TCB_ISA
+}  // namespace cpu
+}  // namespace tf_conv_backprop

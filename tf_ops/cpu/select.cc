@@ -1,0 +1,231 @@
+// The variant table and the selection over it (see cpu/select.h). The geometry
+// predicates live here, not in the kernels: a kernel assumes its row applies.
+// Built with the baseline flags.
+#include "tf_ops/cpu/select.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tf_ops/cpu/depthwise/channel_blocks.h"
+
+namespace tf_conv_backprop {
+namespace cpu {
+namespace {
+
+int64_t AccBytes(Dtype d) { return d == Dtype::kDouble ? 8 : 4; }
+// Elements per zmm register of the kernel's accumulators.
+int64_t ZmmLanes(Dtype d) { return 64 / AccBytes(d); }
+
+// col == x: a 1x1 filter reading every input pixel exactly once, in order.
+bool PointwiseApplies(const SelectionInput& in) {
+  const ConvGeometry& g = *in.geo;
+  return g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 && g.stride_cols == 1 &&
+         g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0 &&
+         g.out_rows == g.in_rows && g.out_cols == g.in_cols;
+}
+
+bool Always(const SelectionInput&) { return true; }
+
+// The direct input-gradient tiles hold input channels in whole vectors.
+bool DirectInputApplies(const SelectionInput& in) {
+  return in.geo->in_depth % ZmmLanes(in.dtype) == 0;
+}
+// vdpbf16ps pairs output channels, 16 input channels per vector.
+bool DirectInputBf16Applies(const SelectionInput& in) {
+  return in.geo->in_depth % 16 == 0 && in.geo->out_depth % 2 == 0;
+}
+// The direct filter-gradient tiles hold output channels in whole vectors.
+bool DirectFilterApplies(const SelectionInput& in) {
+  return in.geo->out_depth % ZmmLanes(in.dtype) == 0;
+}
+bool DirectFilterBf16Applies(const SelectionInput& in) { return in.geo->out_depth % 16 == 0; }
+
+// dW past L2 would be streamed once per pixel tile by the im2col GEMMs.
+constexpr int64_t kSplitFilterBytes = int64_t{1} << 20;
+bool FilterByTapsApplies(const SelectionInput& in) {
+  return !PointwiseApplies(in) && in.geo->filter_elements * AccBytes(in.dtype) > kSplitFilterBytes;
+}
+
+// The AVX-512 planar kernels keep one padded plane (a vector of columns either
+// side) per thread, at most this much together.
+constexpr int64_t kMaxPlanesBytes = int64_t{32} << 20;
+bool PlanarAvx512Applies(const SelectionInput& in) {
+  const ConvGeometry& g = *in.geo;
+  const bool size = (g.filter_rows == 3 && g.filter_cols == 3) || (g.filter_rows == 5 && g.filter_cols == 5);
+  const int64_t plane_bytes = g.in_rows * (g.in_cols + 2 * ZmmLanes(in.dtype)) * AccBytes(in.dtype);
+  return size && g.depth_multiplier == 1 && g.stride_rows <= 2 && g.stride_cols <= 2 &&
+         plane_bytes * std::max(1, in.num_threads) <= kMaxPlanesBytes;
+}
+// With a multiplier of 1 the generic planar kernels lose to the channel blocks.
+bool PlanarApplies(const SelectionInput& in) { return in.geo->depth_multiplier > 1; }
+
+bool InputChannelBlocksApply(const SelectionInput& in) {
+  return depthwise::PlanInputBlocks(*in.geo, AccBytes(in.dtype), in.num_threads).fits;
+}
+bool FilterChannelBlocksApply(const SelectionInput& in) {
+  return depthwise::PlanFilterBlocks(*in.geo, AccBytes(in.dtype), in.num_threads).fits;
+}
+
+const VariantInfo kVariants[] = {
+#define TCB_CPU_VARIANT(name, op, dtypes, layouts, isa, features, applies, kernel, declines, why) \
+  {#name, op, dtypes, layouts, isa, features, &applies, declines, why},
+#include "tf_ops/cpu/variants.def"
+#undef TCB_CPU_VARIANT
+};
+static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == kNumVariants, "one entry per row");
+
+// The front end serves rows that compute in float or double on NHWC tensors.
+bool ServesThroughFrontEnd(const VariantInfo& row) {
+  return (row.layouts & kNhwc) != 0 && (row.dtypes & (kF32 | kF64)) == (kF32 | kF64);
+}
+
+Dtype AccDtype(Dtype d) { return d == Dtype::kDouble ? Dtype::kDouble : Dtype::kFloat; }
+
+// Whether the row can run this call (directly or through the front end).
+bool Runs(Variant v, const SelectionInput& in) {
+  const VariantInfo& row = InfoOf(v);
+  if (row.op != in.op || row.isa > in.isa || (row.features & ~in.features) != 0) return false;
+  if (!TakesAsIs(v, in) && !ServesThroughFrontEnd(row)) return false;
+  SelectionInput as_run = in;
+  as_run.dtype = KernelDtype(v, in);
+  return row.applies(as_run);
+}
+
+int FromEnvironment() {
+  const char* name = std::getenv("TF_CONV_BACKPROP_CPU_KERNEL");
+  if (name == nullptr) return -1;
+  for (int i = 0; i < kNumVariants; ++i) {
+    if (std::strcmp(name, kVariants[i].name) == 0) return i;
+  }
+  return -1;
+}
+
+constexpr int kUnset = -2;
+std::atomic<int> forced{kUnset};
+std::atomic<int64_t> run_counts[kNumVariants];
+std::atomic<int> last_runs[kNumOps] = {-1, -1, -1, -1};
+
+}  // namespace
+
+const VariantInfo& InfoOf(Variant v) { return kVariants[static_cast<int>(v)]; }
+
+bool TakesAsIs(Variant v, const SelectionInput& in) {
+  const VariantInfo& row = InfoOf(v);
+  return (row.dtypes & BitOf(in.dtype)) != 0 && (row.layouts & BitOf(in.geo->data_format)) != 0;
+}
+
+Dtype KernelDtype(Variant v, const SelectionInput& in) {
+  return TakesAsIs(v, in) ? in.dtype : AccDtype(in.dtype);
+}
+
+Candidates SelectCandidates(const SelectionInput& in) {
+  Candidates c;
+  const int first = ForcedVariant();
+  if (first >= 0 && Runs(static_cast<Variant>(first), in)) c.list[c.count++] = static_cast<Variant>(first);
+  for (int i = 0; i < kNumVariants; ++i) {
+    if (i != first && Runs(static_cast<Variant>(i), in)) c.list[c.count++] = static_cast<Variant>(i);
+  }
+  return c;
+}
+
+Variant SelectKernel(const SelectionInput& in) {
+  const Candidates c = SelectCandidates(in);
+  return c.count > 0 ? c.list[0] : Variant::kCount;
+}
+
+int ForcedVariant() {
+  int v = forced.load(std::memory_order_relaxed);
+  if (v == kUnset) {
+    v = FromEnvironment();
+    forced.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+void SetForcedVariant(int variant) { forced.store(variant, std::memory_order_relaxed); }
+
+uint32_t CpuFeatures() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const uint32_t features = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") ? uint32_t{kAvx512Bf16} : uint32_t{0};
+  }();
+  return features;
+#else
+  return 0;
+#endif
+}
+
+SelectionInput MachineInput(OpKind op, const ConvGeometry& geo, Dtype dtype, int num_threads) {
+  return SelectionInput{op, &geo, dtype, num_threads, ActiveIsa(), CpuFeatures()};
+}
+
+void RecordRun(Variant v) {
+  run_counts[static_cast<int>(v)].fetch_add(1, std::memory_order_relaxed);
+  last_runs[static_cast<int>(InfoOf(v).op)].store(static_cast<int>(v), std::memory_order_relaxed);
+}
+int64_t RunCount(Variant v) { return run_counts[static_cast<int>(v)].load(std::memory_order_relaxed); }
+int LastRun(OpKind op) { return last_runs[static_cast<int>(op)].load(std::memory_order_relaxed); }
+
+const char* DtypeName(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kHalf: return "float16";
+    case Dtype::kBfloat16: return "bfloat16";
+    case Dtype::kFloat: return "float32";
+    case Dtype::kDouble: return "float64";
+  }
+  return "unknown";
+}
+
+}  // namespace cpu
+}  // namespace tf_conv_backprop
+
+namespace {
+using namespace tf_conv_backprop;
+
+std::string BitNames(uint32_t bits, const char* const* names, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i) {
+    if ((bits & (1u << i)) == 0) continue;
+    if (!out.empty()) out += ",";
+    out += names[i];
+  }
+  return out;
+}
+
+std::string Row(int i) {
+  const cpu::VariantInfo& row = cpu::InfoOf(static_cast<cpu::Variant>(i));
+  const char* const dtypes[] = {"float16", "bfloat16", "float32", "float64"};
+  const char* const layouts[] = {"NHWC", "NCHW"};
+  const char* const features[] = {"avx512_bf16"};
+  return std::string(row.name) + "|" + OpName(row.op) + "|" + BitNames(row.dtypes, dtypes, 4) + "|" +
+         BitNames(row.layouts, layouts, 2) + "|" + cpu::IsaName(row.isa) + "|" +
+         BitNames(row.features, features, 1) + "|" + row.declines + "|" + row.why;
+}
+}  // namespace
+
+int tf_conv_backprop_cpu_variant_count() { return cpu::kNumVariants; }
+
+const char* tf_conv_backprop_cpu_variant_row(int i) {
+  static const auto* const rows = [] {
+    auto* r = new std::string[cpu::kNumVariants];
+    for (int j = 0; j < cpu::kNumVariants; ++j) r[j] = Row(j);
+    return r;
+  }();
+  return i >= 0 && i < cpu::kNumVariants ? rows[i].c_str() : "";
+}
+
+const char* tf_conv_backprop_cpu_last_variant(int op) {
+  if (op < 0 || op >= cpu::kNumOps) return "";
+  const int v = cpu::LastRun(static_cast<OpKind>(op));
+  return v < 0 ? "" : cpu::InfoOf(static_cast<cpu::Variant>(v)).name;
+}
+
+const char* tf_conv_backprop_cpu_active_isa() { return cpu::IsaName(cpu::ActiveIsa()); }
+
+const char* tf_conv_backprop_cpu_forced_variant() {
+  const int v = cpu::ForcedVariant();
+  return v < 0 ? "" : cpu::InfoOf(static_cast<cpu::Variant>(v)).name;
+}
