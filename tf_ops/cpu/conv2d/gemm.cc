@@ -331,47 +331,38 @@ bool Conv2DFilterByTapsGemm(const CpuContext& ctx, const ConvGeometry& geo, cons
   return true;
 }
 
+namespace {
+
+// Every output pixel contributes to every dW element, so threads cannot split
+// dW by pixels without racing. Instead the pixels are cut into a fixed number
+// of contiguous shards; shard 0 sums straight into filter_backprop, the others
+// into private partials that are added afterwards in shard order. The shard
+// count depends only on the geometry and num_threads, hence the same rounding
+// on every run.
 template <typename A>
-bool Conv2DFilterIm2ColGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                            const A* out_backprop, A* filter_backprop) {
-  const ConvGeometry& g = geo;
-  const bool pointwise = IsPointwise(g);
-  const int64_t k = g.filter_rows * g.filter_cols * g.in_depth;
-  const int64_t cin = g.in_depth, cout = g.out_depth;
+int64_t PixelShards(const CpuContext& ctx, const ConvGeometry& g) {
+  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
+  return ShardsWithinPartialBudget(std::min<int64_t>(std::max(1, ctx.num_threads), pixels),
+                                   g.filter_elements * static_cast<int64_t>(sizeof(A)));
+}
+
+// add_pixels(lo, hi, dw, col) adds the batch's output pixels [lo, hi) into the
+// [K x Cout] matrix dw, with col_elements of scratch at col.
+template <typename A, typename AddPixels>
+void SumPixelShards(const CpuContext& ctx, const ConvGeometry& g, int64_t shards, int64_t col_elements,
+                    A* filter_backprop, AddPixels add_pixels) {
+  const int64_t k = g.filter_rows * g.filter_cols * g.in_depth, cout = g.out_depth;
   const int64_t filter_size = k * cout;
   const int64_t pixels = g.batch * g.out_rows * g.out_cols;
-
-  // Every output pixel contributes to every dW element, so threads cannot split
-  // dW by pixels without racing. Instead the pixels are cut into a fixed number
-  // of contiguous shards; shard 0 sums straight into filter_backprop, the others
-  // into private partials that are added afterwards in shard order. The shard
-  // count depends only on the geometry and num_threads, hence the same rounding
-  // on every run.
-  const int64_t shards = ShardsWithinPartialBudget(std::min<int64_t>(std::max(1, ctx.num_threads), pixels),
-                                                   filter_size * static_cast<int64_t>(sizeof(A)));
   Scratch<A> partials((shards - 1) * filter_size);
-
-  const int64_t tile = pointwise ? 0 : TileRows<A>(k, CeilDiv(pixels, shards));
   ctx.For(shards, CeilDiv(pixels, shards) * filter_size, [&](int64_t begin, int64_t end) {
-    Scratch<A> col(tile * k);
+    Scratch<A> col(col_elements);
     for (int64_t s = begin; s < end; ++s) {
       MatrixMap<A> dw(s == 0 ? filter_backprop : partials.data() + (s - 1) * filter_size, k, cout);
       dw.setZero();
-      const int64_t lo = ShardStart(pixels, shards, s), hi = ShardStart(pixels, shards, s + 1);
-      if (pointwise) {
-        dw.noalias() += ConstMatrixMap<A>(input + lo * cin, hi - lo, cin).transpose() *
-                        ConstMatrixMap<A>(out_backprop + lo * cout, hi - lo, cout);
-        continue;
-      }
-      for (int64_t p0 = lo; p0 < hi; p0 += tile) {
-        const int64_t rows = std::min(tile, hi - p0);
-        Im2Col(g, input, p0, rows, col.data());
-        dw.noalias() += ConstMatrixMap<A>(col.data(), rows, k).transpose() *
-                        ConstMatrixMap<A>(out_backprop + p0 * cout, rows, cout);
-      }
+      add_pixels(ShardStart(pixels, shards, s), ShardStart(pixels, shards, s + 1), dw, col.data());
     }
   });
-
   if (shards > 1) {
     // Per element, the partials are added in shard order whatever the split.
     ctx.For(filter_size, shards, [&](int64_t begin, int64_t end) {
@@ -381,6 +372,33 @@ bool Conv2DFilterIm2ColGemm(const CpuContext& ctx, const ConvGeometry& geo, cons
       }
     });
   }
+}
+
+}  // namespace
+
+template <typename A>
+bool Conv2DFilterIm2ColGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                            const A* out_backprop, A* filter_backprop) {
+  const ConvGeometry& g = geo;
+  const bool pointwise = IsPointwise(g);
+  const int64_t k = g.filter_rows * g.filter_cols * g.in_depth;
+  const int64_t cin = g.in_depth, cout = g.out_depth;
+  const int64_t pixels = g.batch * g.out_rows * g.out_cols;
+  const int64_t shards = PixelShards<A>(ctx, g);
+  const int64_t tile = pointwise ? 0 : TileRows<A>(k, CeilDiv(pixels, shards));
+  SumPixelShards(ctx, g, shards, tile * k, filter_backprop, [&](int64_t lo, int64_t hi, MatrixMap<A>& dw, A* col) {
+    if (pointwise) {
+      dw.noalias() += ConstMatrixMap<A>(input + lo * cin, hi - lo, cin).transpose() *
+                      ConstMatrixMap<A>(out_backprop + lo * cout, hi - lo, cout);
+      return;
+    }
+    for (int64_t p0 = lo; p0 < hi; p0 += tile) {
+      const int64_t rows = std::min(tile, hi - p0);
+      Im2Col(g, input, p0, rows, col);
+      dw.noalias() += ConstMatrixMap<A>(col, rows, k).transpose() *
+                      ConstMatrixMap<A>(out_backprop + p0 * cout, rows, cout);
+    }
+  });
   return true;
 }
 
