@@ -71,13 +71,6 @@ int64_t TileRows(int64_t width, int64_t max_rows) {
   return std::max<int64_t>(1, std::min(rows, max_rows));
 }
 
-// col == x: a 1x1 filter reading every input pixel exactly once, in order.
-bool IsPointwise(const ConvGeometry& g) {
-  return g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 && g.stride_cols == 1 &&
-         g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0 &&
-         g.out_rows == g.in_rows && g.out_cols == g.in_cols;
-}
-
 // Writes rows [0, rows) of col ([rows x KH*KW*Cin]) for the output pixels
 // [first, first + rows), counted over the whole batch.
 template <typename A>
@@ -376,22 +369,29 @@ void SumPixelShards(const CpuContext& ctx, const ConvGeometry& g, int64_t shards
 
 }  // namespace
 
+// 1x1 stride 1: col is x itself, one GEMM per shard.
+template <typename A>
+bool Conv2DFilterPointwiseGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
+                               const A* out_backprop, A* filter_backprop) {
+  const int64_t cin = geo.in_depth, cout = geo.out_depth;
+  SumPixelShards(ctx, geo, PixelShards<A>(ctx, geo), 0, filter_backprop,
+                 [&](int64_t lo, int64_t hi, MatrixMap<A>& dw, A*) {
+                   dw.noalias() += ConstMatrixMap<A>(input + lo * cin, hi - lo, cin).transpose() *
+                                   ConstMatrixMap<A>(out_backprop + lo * cout, hi - lo, cout);
+                 });
+  return true;
+}
+
 template <typename A>
 bool Conv2DFilterIm2ColGemm(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
                             const A* out_backprop, A* filter_backprop) {
   const ConvGeometry& g = geo;
-  const bool pointwise = IsPointwise(g);
   const int64_t k = g.filter_rows * g.filter_cols * g.in_depth;
-  const int64_t cin = g.in_depth, cout = g.out_depth;
+  const int64_t cout = g.out_depth;
   const int64_t pixels = g.batch * g.out_rows * g.out_cols;
   const int64_t shards = PixelShards<A>(ctx, g);
-  const int64_t tile = pointwise ? 0 : TileRows<A>(k, CeilDiv(pixels, shards));
+  const int64_t tile = TileRows<A>(k, CeilDiv(pixels, shards));
   SumPixelShards(ctx, g, shards, tile * k, filter_backprop, [&](int64_t lo, int64_t hi, MatrixMap<A>& dw, A* col) {
-    if (pointwise) {
-      dw.noalias() += ConstMatrixMap<A>(input + lo * cin, hi - lo, cin).transpose() *
-                      ConstMatrixMap<A>(out_backprop + lo * cout, hi - lo, cout);
-      return;
-    }
     for (int64_t p0 = lo; p0 < hi; p0 += tile) {
       const int64_t rows = std::min(tile, hi - p0);
       Im2Col(g, input, p0, rows, col);
@@ -435,6 +435,7 @@ bool Conv2DFilterNchwPointwiseGemm(const CpuContext& ctx, const ConvGeometry& g,
   TCB_INSTANTIATE_KERNEL(Conv2DInputPointwiseGemm, A)       \
   TCB_INSTANTIATE_KERNEL(Conv2DInputIm2ColGemm, A)          \
   TCB_INSTANTIATE_KERNEL(Conv2DFilterNchwPointwiseGemm, A)  \
+  TCB_INSTANTIATE_KERNEL(Conv2DFilterPointwiseGemm, A)      \
   TCB_INSTANTIATE_KERNEL(Conv2DFilterByTapsGemm, A)         \
   TCB_INSTANTIATE_KERNEL(Conv2DFilterIm2ColGemm, A)
 TCB_INSTANTIATE_GEMM_KERNELS(float)
