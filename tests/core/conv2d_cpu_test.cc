@@ -403,8 +403,12 @@ int main(int argc, char** argv) {
   // Every instruction-set variant this CPU can run, each against the reference; the
   // timing after it uses the one the environment selects (TF_CONV_BACKPROP_ISA).
   const cpu::Isa selected = cpu::ActiveIsa();
-  for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
-    if (isa > cpu::BestSupportedIsa()) continue;
+  for (int level = 0; level < cpu::kNumIsas; ++level) {
+    const cpu::Isa isa = static_cast<cpu::Isa>(level);
+    if (isa > cpu::BestSupportedIsa()) {
+      std::printf("isa %s: not on this CPU, skipped\n", cpu::IsaName(isa));
+      continue;
+    }
     cpu::SetActiveIsa(isa);
     const int failed_before = tally.failed;
     for (int i = 0; i < kConfigs; ++i) {

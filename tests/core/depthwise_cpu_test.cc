@@ -335,8 +335,12 @@ int main(int argc, char** argv) {
   // Every instruction-set variant this CPU can run, each against the reference; the
   // timing after it uses the one the environment selects (TF_CONV_BACKPROP_ISA).
   const tcb::cpu::Isa selected = tcb::cpu::ActiveIsa();
-  for (tcb::cpu::Isa isa : {tcb::cpu::Isa::kBaseline, tcb::cpu::Isa::kAvx2, tcb::cpu::Isa::kAvx512}) {
-    if (isa > tcb::cpu::BestSupportedIsa()) continue;
+  for (int level = 0; level < tcb::cpu::kNumIsas; ++level) {
+    const tcb::cpu::Isa isa = static_cast<tcb::cpu::Isa>(level);
+    if (isa > tcb::cpu::BestSupportedIsa()) {
+      std::printf("isa %s: not on this CPU, skipped\n", tcb::cpu::IsaName(isa));
+      continue;
+    }
     tcb::cpu::SetActiveIsa(isa);
     const int failed_before = failed;
     for (int i = 0; i < kConfigs; ++i) {

@@ -315,8 +315,12 @@ void CheckScratchBound(bool depthwise, DataFormat f, int threads = 2) {
 
 int main() {
   const cpu::Isa selected = cpu::ActiveIsa();
-  for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
-    if (isa > cpu::BestSupportedIsa()) continue;
+  for (int level = 0; level < cpu::kNumIsas; ++level) {
+    const cpu::Isa isa = static_cast<cpu::Isa>(level);
+    if (isa > cpu::BestSupportedIsa()) {
+      std::printf("isa %s: not on this CPU, skipped\n", cpu::IsaName(isa));
+      continue;
+    }
     cpu::SetActiveIsa(isa);
     const int before = failures;
     std::mt19937_64 rng(20261130);

@@ -468,7 +468,7 @@ bool SmallEnough(const tcb::ConvGeometry& g) {
 
 void RunKernels(const FuzzInput& in, const tcb::ConvGeometry& g) {
   const std::string where = Describe(in) + "\n  " + Describe(g);
-  if (in.isa < 3) tcb::cpu::SetActiveIsa(static_cast<tcb::cpu::Isa>(in.isa));
+  if (in.isa < tcb::cpu::kNumIsas) tcb::cpu::SetActiveIsa(static_cast<tcb::cpu::Isa>(in.isa));
   else tcb::cpu::SetActiveIsa(tcb::cpu::BestSupportedIsa());
   const tcb::CpuContext ctx = SerialContext(in.shards);
   // Multiples of 1/4 in [-2, 2]: exact in every dtype, so only the final rounding

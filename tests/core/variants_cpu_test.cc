@@ -18,6 +18,7 @@
 #include "tests/core/naive_reference.h"
 #include "tf_ops/cpu/engine.h"
 #include "tf_ops/cpu/isa.h"
+#include "tf_ops/cpu/kernel_table.h"
 #include "tf_ops/cpu/select.h"
 
 namespace tcb = tf_conv_backprop;
@@ -251,6 +252,14 @@ int main() {
     for (int v = 0; v < cpu::kNumVariants; ++v) {
       const cpu::VariantInfo& row = cpu::InfoOf(static_cast<cpu::Variant>(v));
       if (row.isa > isa || (row.features & ~cpu::CpuFeatures()) != 0) continue;
+      bool built = false;
+      for (int d = 0; d < cpu::kNumDtypes; ++d) {
+        built |= cpu::ActiveKernels().Kernel(static_cast<cpu::Variant>(v), static_cast<cpu::Dtype>(d)) != nullptr;
+      }
+      if (!built) {  // the sanitizer build compiles the AVX-512 variant with AVX2 flags
+        std::printf("  %-38s not in this build (its ISA's flags were lowered)\n", row.name);
+        continue;
+      }
       CheckVariant(static_cast<cpu::Variant>(v), pools[static_cast<int>(row.op)], &tally);
     }
     std::printf("isa %s: %d failed\n", cpu::IsaName(isa), tally.failed - failed_before);

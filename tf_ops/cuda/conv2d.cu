@@ -45,11 +45,8 @@ constexpr int64_t kMinPixelsPerSplit = 256;
 constexpr int64_t kMaxScratchBytes = int64_t{256} << 20;
 
 template <typename Index>
-struct Conv2DParams {
-  Index batch, in_rows, in_cols, in_depth;
-  Index out_rows, out_cols, out_depth;
-  Index filter_rows, filter_cols;
-  Index stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top, pad_left;
+struct Conv2DParams : WindowParams<Index> {
+  Index in_depth;
   // Input gradient: phases per axis (the strides, or 1 and 1 when not phased) and
   // the pads reduced modulo them.
   Index phase_rows, phase_cols, pad_top_mod, pad_left_mod;
@@ -61,21 +58,8 @@ struct Conv2DParams {
 template <typename Index>
 Conv2DParams<Index> MakeParams(const ConvGeometry& g) {
   Conv2DParams<Index> p;
-  p.batch = static_cast<Index>(g.batch);
-  p.in_rows = static_cast<Index>(g.in_rows);
-  p.in_cols = static_cast<Index>(g.in_cols);
+  p.SetWindow(g);
   p.in_depth = static_cast<Index>(g.in_depth);
-  p.out_rows = static_cast<Index>(g.out_rows);
-  p.out_cols = static_cast<Index>(g.out_cols);
-  p.out_depth = static_cast<Index>(g.out_depth);
-  p.filter_rows = static_cast<Index>(g.filter_rows);
-  p.filter_cols = static_cast<Index>(g.filter_cols);
-  p.stride_rows = static_cast<Index>(g.stride_rows);
-  p.stride_cols = static_cast<Index>(g.stride_cols);
-  p.dilation_rows = static_cast<Index>(g.dilation_rows);
-  p.dilation_cols = static_cast<Index>(g.dilation_cols);
-  p.pad_top = static_cast<Index>(g.pad_top);
-  p.pad_left = static_cast<Index>(g.pad_left);
   p.phased = g.stride_rows * g.stride_cols <= kMaxPhases;
   p.phase_rows = p.phased ? p.stride_rows : 1;
   p.phase_cols = p.phased ? p.stride_cols : 1;
@@ -83,6 +67,76 @@ Conv2DParams<Index> MakeParams(const ConvGeometry& g) {
   p.pad_left_mod = static_cast<Index>(g.pad_left % (p.phased ? g.stride_cols : 1));
   p.pixels_per_split = 0;
   return p;
+}
+
+// The input-gradient kernels' work comes in phases: a residue class of input rows
+// and columns modulo the strides, on which every tap lands for all or none of the
+// pixels (phased), or one phase of all pixels. A phase's pixels are rows r0,
+// r0 + phase_rows, ... and columns c0, c0 + phase_cols, ... of every image.
+template <typename Index>
+struct Phase {
+  Index r0, c0, nr, nc, pixels;  // pixels over the batch
+};
+
+template <typename Index>
+__device__ __forceinline__ Phase<Index> PhaseOf(const Conv2DParams<Index>& p, Index phase) {
+  const Index pr = phase / p.phase_cols, pc = phase % p.phase_cols;
+  Phase<Index> ph;
+  ph.r0 = (pr - p.pad_top_mod + p.phase_rows) % p.phase_rows;
+  ph.c0 = (pc - p.pad_left_mod + p.phase_cols) % p.phase_cols;
+  ph.nr = ph.r0 < p.in_rows ? (p.in_rows - ph.r0 + p.phase_rows - 1) / p.phase_rows : 0;
+  ph.nc = ph.c0 < p.in_cols ? (p.in_cols - ph.c0 + p.phase_cols - 1) / p.phase_cols : 0;
+  ph.pixels = p.batch * ph.nr * ph.nc;
+  return ph;
+}
+
+// Pixel m of the phase (m < pixels): its image and phase row and column.
+template <typename Index>
+__device__ __forceinline__ void Locate(const Phase<Index>& ph, Index m, Index* img, Index* a, Index* b) {
+  *img = m / (ph.nr * ph.nc);
+  const Index rem = m - *img * (ph.nr * ph.nc);
+  *a = rem / ph.nc;
+  *b = rem - *a * ph.nc;
+}
+
+// Where pixel m of the phase sits in an NHWC dx of `cin` channels.
+template <typename Index>
+__device__ __forceinline__ Index DxOffset(const Conv2DParams<Index>& p, const Phase<Index>& ph, Index m,
+                                          Index cin) {
+  Index img, a, b;
+  Locate(ph, m, &img, &a, &b);
+  return ((img * p.in_rows + ph.r0 + a * p.phase_rows) * p.in_cols + ph.c0 + b * p.phase_cols) * cin;
+}
+
+// fn(kh, kw, ok, dy_pixel) for every tap that can land on the phase, for the
+// phase's pixel (a, b) of image img: ok whether the tap reads a dy pixel for it
+// (never when !row_ok), dy_pixel that pixel's index over the batch (0 when !ok).
+template <typename Index, typename Fn>
+__device__ __forceinline__ void ForEachPhaseTap(const Conv2DParams<Index>& p, const Phase<Index>& ph, bool row_ok,
+                                                Index img, Index a, Index b, Fn fn) {
+  const Index ih = ph.r0 + a * p.phase_rows, iw = ph.c0 + b * p.phase_cols;
+  for (Index kh = 0; kh < p.filter_rows; ++kh) {
+    const Index num_r = ph.r0 + p.pad_top - kh * p.dilation_rows;
+    if (p.phased && num_r % p.phase_rows != 0) continue;
+    for (Index kw = 0; kw < p.filter_cols; ++kw) {
+      const Index num_c = ph.c0 + p.pad_left - kw * p.dilation_cols;
+      if (p.phased && num_c % p.phase_cols != 0) continue;
+      Index oh, ow;
+      bool ok = row_ok;
+      if (p.phased) {
+        oh = a + num_r / p.phase_rows;
+        ow = b + num_c / p.phase_cols;
+      } else {
+        const Index tr = ih + p.pad_top - kh * p.dilation_rows;
+        const Index tc = iw + p.pad_left - kw * p.dilation_cols;
+        ok = ok && tr >= 0 && tc >= 0 && tr % p.stride_rows == 0 && tc % p.stride_cols == 0;
+        oh = tr / p.stride_rows;
+        ow = tc / p.stride_cols;
+      }
+      ok = ok && oh >= 0 && oh < p.out_rows && ow >= 0 && ow < p.out_cols;
+      fn(kh, kw, ok, ok ? (img * p.out_rows + oh) * p.out_cols + ow : Index(0));
+    }
+  }
 }
 
 // Loads 4 consecutive elements [k, k + 4) of a row of `limit` elements as Acc,
@@ -161,30 +215,18 @@ __global__ void __launch_bounds__(kThreads)
   const Index cin = p.in_depth, cout = p.out_depth;
 
   for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
-    const Index pr = phase / p.phase_cols, pc = phase % p.phase_cols;
-    // Input rows of this phase: r0, r0 + phase_rows, ... (columns alike).
-    const Index r0 = (pr - p.pad_top_mod + p.phase_rows) % p.phase_rows;
-    const Index c0 = (pc - p.pad_left_mod + p.phase_cols) % p.phase_cols;
-    const Index nr = r0 < p.in_rows ? (p.in_rows - r0 + p.phase_rows - 1) / p.phase_rows : 0;
-    const Index nc = c0 < p.in_cols ? (p.in_cols - c0 + p.phase_cols - 1) / p.phase_cols : 0;
-    const Index m_total = p.batch * nr * nc;
+    const Phase<Index> ph = PhaseOf(p, phase);
     for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
       for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
         const Index m0 = tile_m * kTileM;
-        if (m0 >= m_total) break;  // uniform over the block
+        if (m0 >= ph.pixels) break;  // uniform over the block
         const Index n0 = tile_n * kTileN;
 
         // This thread's A row: one input pixel of the phase.
         const Index m = m0 + load_row;
-        const bool row_ok = m < m_total;
+        const bool row_ok = m < ph.pixels;
         Index img = 0, ra = 0, cb = 0;
-        if (row_ok) {
-          img = m / (nr * nc);
-          const Index rem = m - img * (nr * nc);
-          ra = rem / nc;
-          cb = rem - ra * nc;
-        }
-        const Index ih = r0 + ra * p.phase_rows, iw = c0 + cb * p.phase_cols;
+        if (row_ok) Locate(ph, m, &img, &ra, &cb);
         // This thread's B row: one input channel.
         const Index ci_load = n0 + load_row;
         const bool ci_ok = ci_load < cin;
@@ -195,53 +237,30 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
 
-        for (Index kh = 0; kh < p.filter_rows; ++kh) {
-          // Phased: the tap lands for the whole phase or for none of it.
-          const Index num_r = r0 + p.pad_top - kh * p.dilation_rows;
-          if (p.phased && num_r % p.phase_rows != 0) continue;
-          for (Index kw = 0; kw < p.filter_cols; ++kw) {
-            const Index num_c = c0 + p.pad_left - kw * p.dilation_cols;
-            if (p.phased && num_c % p.phase_cols != 0) continue;
-            Index oh, ow;
-            bool ok = row_ok;
-            if (p.phased) {
-              oh = ra + num_r / p.phase_rows;
-              ow = cb + num_c / p.phase_cols;
-            } else {
-              const Index tr = ih + p.pad_top - kh * p.dilation_rows;
-              const Index tc = iw + p.pad_left - kw * p.dilation_cols;
-              ok = ok && tr >= 0 && tc >= 0 && tr % p.stride_rows == 0 && tc % p.stride_cols == 0;
-              oh = tr / p.stride_rows;
-              ow = tc / p.stride_cols;
-            }
-            ok = ok && oh >= 0 && oh < p.out_rows && ow >= 0 && ow < p.out_cols;
-            const T* dy_row = dy + (ok ? ((img * p.out_rows + oh) * p.out_cols + ow) * cout : Index(0));
-            const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
-            for (Index k0 = 0; k0 < cout; k0 += kTileK) {
-              A va[4], vb[4];
-              LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, va);
-              LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, vb);
+        ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
+          const T* dy_row = dy + dy_pixel * cout;
+          const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
+          for (Index k0 = 0; k0 < cout; k0 += kTileK) {
+            A va[4], vb[4];
+            LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, va);
+            LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, vb);
 #pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                as[load_k + i][load_row] = va[i];
-                bs[load_k + i][load_row] = vb[i];
-              }
-              __syncthreads();
-              MultiplyTile(as, bs, ty, tx, acc);
-              __syncthreads();
+            for (int i = 0; i < 4; ++i) {
+              as[load_k + i][load_row] = va[i];
+              bs[load_k + i][load_row] = vb[i];
             }
+            __syncthreads();
+            MultiplyTile(as, bs, ty, tx, acc);
+            __syncthreads();
           }
-        }
+        });
 
         // Epilogue: rows ty*4 + i of the tile, channels n0 + tx*4 + [0, 4).
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const Index mm = m0 + ty * 4 + i;
-          if (mm >= m_total) break;
-          const Index im = mm / (nr * nc);
-          const Index rem = mm - im * (nr * nc);
-          const Index a = rem / nc, b = rem - (rem / nc) * nc;
-          T* out = dx + ((im * p.in_rows + r0 + a * p.phase_rows) * p.in_cols + c0 + b * p.phase_cols) * cin;
+          if (mm >= ph.pixels) break;
+          T* out = dx + DxOffset(p, ph, mm, cin);
           StoreQuad<kVec>(out, static_cast<Index>(n0 + tx * 4), cin, acc[i]);
         }
       }
@@ -398,27 +417,16 @@ __global__ void __launch_bounds__(kTcThreads)
   const Index cin = p.in_depth, cout = p.out_depth;
 
   for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
-    const Index pr = phase / p.phase_cols, pc = phase % p.phase_cols;
-    const Index r0 = (pr - p.pad_top_mod + p.phase_rows) % p.phase_rows;
-    const Index c0 = (pc - p.pad_left_mod + p.phase_cols) % p.phase_cols;
-    const Index nr = r0 < p.in_rows ? (p.in_rows - r0 + p.phase_rows - 1) / p.phase_rows : 0;
-    const Index nc = c0 < p.in_cols ? (p.in_cols - c0 + p.phase_cols - 1) / p.phase_cols : 0;
-    const Index m_total = p.batch * nr * nc;
+    const Phase<Index> ph = PhaseOf(p, phase);
     for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
       for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
         const Index m0 = tile_m * kTcM;
-        if (m0 >= m_total) break;  // uniform over the block
+        if (m0 >= ph.pixels) break;  // uniform over the block
         const Index n0 = tile_n * kTcN;
         const Index m = m0 + load_row;
-        const bool row_ok = m < m_total;
+        const bool row_ok = m < ph.pixels;
         Index img = 0, ra = 0, cb = 0;
-        if (row_ok) {
-          img = m / (nr * nc);
-          const Index rem = m - img * (nr * nc);
-          ra = rem / nc;
-          cb = rem - ra * nc;
-        }
-        const Index ih = r0 + ra * p.phase_rows, iw = c0 + cb * p.phase_cols;
+        if (row_ok) Locate(ph, m, &img, &ra, &cb);
         const Index ci_load = n0 + load_row;
         const bool ci_ok = ci_load < cin;
 
@@ -428,58 +436,36 @@ __global__ void __launch_bounds__(kTcThreads)
 #pragma unroll
           for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
-        for (Index kh = 0; kh < p.filter_rows; ++kh) {
-          const Index num_r = r0 + p.pad_top - kh * p.dilation_rows;
-          if (p.phased && num_r % p.phase_rows != 0) continue;
-          for (Index kw = 0; kw < p.filter_cols; ++kw) {
-            const Index num_c = c0 + p.pad_left - kw * p.dilation_cols;
-            if (p.phased && num_c % p.phase_cols != 0) continue;
-            Index oh, ow;
-            bool ok = row_ok;
-            if (p.phased) {
-              oh = ra + num_r / p.phase_rows;
-              ow = cb + num_c / p.phase_cols;
-            } else {
-              const Index tr = ih + p.pad_top - kh * p.dilation_rows;
-              const Index tc = iw + p.pad_left - kw * p.dilation_cols;
-              ok = ok && tr >= 0 && tc >= 0 && tr % p.stride_rows == 0 && tc % p.stride_cols == 0;
-              oh = tr / p.stride_rows;
-              ow = tc / p.stride_cols;
+        ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
+          const T* dy_row = dy + dy_pixel * cout;
+          const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
+          for (Index k0 = 0; k0 < cout; k0 += kTcK) {
+            Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, as + load_row * kTcLdK + load_k);
+            Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, bs + load_row * kTcLdK + load_k);
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < kTcK; kk += 16) {
+              wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+              wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[2];
+#pragma unroll
+              for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + (wm * 32 + 16 * i) * kTcLdK + kk, kTcLdK);
+#pragma unroll
+              for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + (wn * 32 + 16 * j) * kTcLdK + kk, kTcLdK);
+#pragma unroll
+              for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
             }
-            ok = ok && oh >= 0 && oh < p.out_rows && ow >= 0 && ow < p.out_cols;
-            const T* dy_row = dy + (ok ? ((img * p.out_rows + oh) * p.out_cols + ow) * cout : Index(0));
-            const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
-            for (Index k0 = 0; k0 < cout; k0 += kTcK) {
-              Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, as + load_row * kTcLdK + load_k);
-              Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, bs + load_row * kTcLdK + load_k);
-              __syncthreads();
-#pragma unroll
-              for (int kk = 0; kk < kTcK; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[2];
-#pragma unroll
-                for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + (wm * 32 + 16 * i) * kTcLdK + kk, kTcLdK);
-#pragma unroll
-                for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + (wn * 32 + 16 * j) * kTcLdK + kk, kTcLdK);
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-#pragma unroll
-                  for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-              }
-              __syncthreads();
-            }
+            __syncthreads();
           }
-        }
+        });
 
         StageAccumulators(cs, wm, wn, acc);
         __syncthreads();
         // Thread: row tid / 2 of the tile, 32 channels from (tid % 2) * 32.
         const Index mm = m0 + tid / 2;
-        if (mm < m_total) {
-          const Index im = mm / (nr * nc);
-          const Index rem = mm - im * (nr * nc);
-          const Index a = rem / nc, b = rem - (rem / nc) * nc;
-          T* out = dx + ((im * p.in_rows + r0 + a * p.phase_rows) * p.in_cols + c0 + b * p.phase_cols) * cin;
+        if (mm < ph.pixels) {
+          T* out = dx + DxOffset(p, ph, mm, cin);
           StoreRow32<kVec>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
                            cin);
         }

@@ -42,11 +42,8 @@ constexpr int64_t kMaxScratchBytes = int64_t{256} << 20;
 constexpr int64_t kMaxGridStride = int64_t{1} << 22;  // blocks of a grid-stride loop
 
 template <typename Index>
-struct DepthwiseParams {
-  Index batch, in_rows, in_cols, depth, multiplier;
-  Index out_rows, out_cols, out_depth;
-  Index filter_rows, filter_cols;
-  Index stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top, pad_left;
+struct DepthwiseParams : WindowParams<Index> {
+  Index depth, multiplier;
   Index pixels_per_split;
   Index step_img, step_rows, step_cols;  // `rows` pixels as whole images, rows and columns
 };
@@ -54,22 +51,9 @@ struct DepthwiseParams {
 template <typename Index>
 DepthwiseParams<Index> MakeParams(const ConvGeometry& g) {
   DepthwiseParams<Index> p;
-  p.batch = static_cast<Index>(g.batch);
-  p.in_rows = static_cast<Index>(g.in_rows);
-  p.in_cols = static_cast<Index>(g.in_cols);
+  p.SetWindow(g);
   p.depth = static_cast<Index>(g.in_depth);
   p.multiplier = static_cast<Index>(g.depth_multiplier);
-  p.out_rows = static_cast<Index>(g.out_rows);
-  p.out_cols = static_cast<Index>(g.out_cols);
-  p.out_depth = static_cast<Index>(g.out_depth);
-  p.filter_rows = static_cast<Index>(g.filter_rows);
-  p.filter_cols = static_cast<Index>(g.filter_cols);
-  p.stride_rows = static_cast<Index>(g.stride_rows);
-  p.stride_cols = static_cast<Index>(g.stride_cols);
-  p.dilation_rows = static_cast<Index>(g.dilation_rows);
-  p.dilation_cols = static_cast<Index>(g.dilation_cols);
-  p.pad_top = static_cast<Index>(g.pad_top);
-  p.pad_left = static_cast<Index>(g.pad_left);
   p.pixels_per_split = 0;
   p.step_img = p.step_rows = p.step_cols = 0;
   return p;

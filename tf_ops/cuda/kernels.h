@@ -25,6 +25,33 @@ struct SplitPlan {
   int64_t scratch_bytes = 0;     // 0 when splits == 1 (written directly)
 };
 
+// The sliding-window sizes every kernel reads, in the kernels' index type (passed
+// by value in kernel parameters).
+template <typename Index>
+struct WindowParams {
+  Index batch, in_rows, in_cols;
+  Index out_rows, out_cols, out_depth;
+  Index filter_rows, filter_cols;
+  Index stride_rows, stride_cols, dilation_rows, dilation_cols, pad_top, pad_left;
+
+  void SetWindow(const ConvGeometry& g) {
+    batch = static_cast<Index>(g.batch);
+    in_rows = static_cast<Index>(g.in_rows);
+    in_cols = static_cast<Index>(g.in_cols);
+    out_rows = static_cast<Index>(g.out_rows);
+    out_cols = static_cast<Index>(g.out_cols);
+    out_depth = static_cast<Index>(g.out_depth);
+    filter_rows = static_cast<Index>(g.filter_rows);
+    filter_cols = static_cast<Index>(g.filter_cols);
+    stride_rows = static_cast<Index>(g.stride_rows);
+    stride_cols = static_cast<Index>(g.stride_cols);
+    dilation_rows = static_cast<Index>(g.dilation_rows);
+    dilation_cols = static_cast<Index>(g.dilation_cols);
+    pad_top = static_cast<Index>(g.pad_top);
+    pad_left = static_cast<Index>(g.pad_left);
+  }
+};
+
 SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 
