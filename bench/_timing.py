@@ -1,8 +1,9 @@
 """Timing shared by `make report` (bench/report.py) and `make bench` (bench/bench.py).
 
-How we measure (PERF_NOTES, "Measure like this"): COPIES chained calls inside one
-tf.function (the 0.25-0.45 ms call overhead then costs little), our op and TF's built-in
-alternated in one process after a warm-up, ratio = median of the per-round ratios.
+How we measure: COPIES chained calls inside one tf.function (the 0.25-0.45 ms call
+overhead of a tf.function then costs little), our op and TF's built-in alternated in
+one process after a warm-up (so clock and cache drift hit both alike), ratio = median
+of the per-round ratios (robust against one disturbed round).
 """
 import statistics
 import time
@@ -14,19 +15,19 @@ import tensorflow as tf
 COPIES = 4
 
 
-def timed_function(fn, case, rng, copies=COPIES, jit_compile=False):
-    """A tf.function running `copies` gradients of `case` one after another. Each copy
-    gets its own out_backprop so Grappler cannot merge them as common subexpressions.
-    With `jit_compile`, the whole function is compiled by XLA."""
+def timed_function(fn, problem, rng, copies=COPIES, jit_compile=False):
+    """A tf.function running `copies` gradients of `problem` (a shapes.Problem) one after
+    another. Each copy gets its own out_backprop so Grappler cannot merge them as common
+    subexpressions. With `jit_compile`, the whole function is compiled by XLA."""
     def const(shape):
-        return tf.cast(tf.constant(rng.standard_normal(shape, np.float32)), case.dtype)
-    if case.spec.computes == "input":
-        first = tf.constant(case.input_shape, tf.int32)
-        second = const(case.filter_shape)
+        return tf.cast(tf.constant(rng.standard_normal(shape, np.float32)), problem.dtype)
+    if problem.spec.computes == "input":
+        first = tf.constant(problem.input_shape, tf.int32)
+        second = const(problem.filter_shape)
     else:
-        first = const(case.input_shape)
-        second = tf.constant(case.filter_shape, tf.int32)
-    dys = [const(case.out_backprop_shape) for _ in range(copies)]
+        first = const(problem.input_shape)
+        second = tf.constant(problem.filter_shape, tf.int32)
+    dys = [const(problem.out_backprop_shape) for _ in range(copies)]
 
     @tf.function(autograph=False, jit_compile=jit_compile)
     def run():
@@ -35,8 +36,9 @@ def timed_function(fn, case, rng, copies=COPIES, jit_compile=False):
         outs = []
         for dy in dys:
             with tf.control_dependencies(outs[-1:]):
-                outs.append(fn(first, second, dy, strides=case.strides4, padding=case.padding,
-                               data_format=case.data_format, dilations=case.dilations4))
+                outs.append(fn(first, second, dy, strides=problem.strides4,
+                               padding=problem.padding, data_format=problem.data_format,
+                               dilations=problem.dilations4))
         return outs
     run.copies = copies
     return run

@@ -10,9 +10,10 @@ tf.function), GFLOP/s (2 x MACs of the forward conv), the ratio TF/ours (median 
 per-round ratios; > 1 means ours is faster), the fraction of this machine's peak (GEMM
 GFLOP/s for conv2d, memory bandwidth over the compulsory bytes for depthwise) and our
 peak scratch memory per call. Rows other than float32 NHWC also time our float32 NHWC op
-on the same shape in the same rounds and report ours / ours-f32-NHWC (the issue's
-bound where TF cannot run: NCHW <= 1.5, float64 <= 2.5). Ends with a summary per
-family against the issue's "Done when" thresholds. Writes JSON and a PNG bar chart.
+on the same shape in the same rounds and report ours / ours-f32-NHWC (where TF cannot
+run there is no TF time to beat, so we bound the cost of the layout or dtype instead:
+NCHW <= 1.5, float64 <= 2.5). Ends with a summary per family against the speed targets
+(TARGETS below). Writes JSON and a PNG bar chart. The layers are bench/shapes.py's.
 
 A config with a third field `xla` (e.g. float32:NHWC:xla) compiles both sides with XLA
 (tf.function(jit_compile=True)): TF/ours is then TF's XLA lowering against ours, and
@@ -29,56 +30,19 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "python"),
-                os.path.dirname(os.path.abspath(__file__))]
+sys.path[:0] = [os.path.join(ROOT, "python"), os.path.dirname(os.path.abspath(__file__))]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from cases import _OURS, TOLERANCE, Case, rel_error  # noqa: E402
+import tf_conv_backprop as tcb  # noqa: E402
 from tf_conv_backprop import _variants  # noqa: E402
-from tf_conv_backprop._ops import BY_KEY  # noqa: E402
+from tf_conv_backprop._ops import BY_KEY, OPS, relative_error, within  # noqa: E402
 
 from _timing import (COPIES, format_table, median_ratio, seconds,  # noqa: E402
                      time_alternating, timed_function)
+from shapes import LAYERS, Problem  # noqa: E402
 
-# (family, label, batch, geometry): real-network layers, batch 8 unless noted.
-def _conv(label, hw, cin, cout, k, stride=1, dilation=1, batch=8, padding="SAME"):
-    return ("conv2d", label, batch, dict(in_rows=hw, in_cols=hw, in_depth=cin, filter_rows=k,
-                                          filter_cols=k, out_channels=cout, strides=(stride,) * 2,
-                                          dilations=(dilation,) * 2, padding=padding))
-
-
-def _dw(label, hw, c, k=3, stride=1, mult=1, batch=8):
-    return ("depthwise", label, batch, dict(in_rows=hw, in_cols=hw, in_depth=c, filter_rows=k,
-                                            filter_cols=k, out_channels=mult,
-                                            strides=(stride,) * 2, padding="SAME"))
-
-
-SHAPES = [
-    _conv("ResNet-50 3x3 64->64 @56", 56, 64, 64, 3),
-    _conv("ResNet-50 1x1 64->256 @56", 56, 64, 256, 1, padding="VALID"),
-    _conv("ResNet-50 1x1 256->64 @56", 56, 256, 64, 1, padding="VALID"),
-    _conv("ResNet-50 3x3 s2 128->128 @56", 56, 128, 128, 3, stride=2),
-    _conv("ResNet-50 3x3 256->256 @14", 14, 256, 256, 3),
-    _conv("ResNet-50 1x1 1024->256 @14", 14, 1024, 256, 1, padding="VALID"),
-    _conv("ResNet-50 3x3 512->512 @7", 7, 512, 512, 3),
-    _conv("ResNet-50 7x7 s2 3->64 @224", 224, 3, 64, 7, stride=2),
-    _conv("VGG 3x3 128->128 @112 (N4)", 112, 128, 128, 3, batch=4),
-    _conv("DeepLab 3x3 d2 256->256 @33 (N4)", 33, 256, 256, 3, dilation=2, batch=4),
-    _dw("MobileNetV2 dw 3x3 C32 @112", 112, 32),
-    _dw("MobileNetV2 dw 3x3 s2 C96 @112", 112, 96, stride=2),
-    _dw("MobileNetV2 dw 3x3 C144 @56", 56, 144),
-    _dw("MobileNetV2 dw 3x3 s2 C144 @56", 56, 144, stride=2),
-    _dw("MobileNetV2 dw 3x3 C192 @28", 28, 192),
-    _dw("MobileNetV2 dw 3x3 C384 @14", 14, 384),
-    _dw("MobileNetV2 dw 3x3 C576 @14", 14, 576),
-    _dw("MobileNetV2 dw 3x3 C960 @7", 7, 960),
-    _dw("EfficientNet dw 5x5 C240 @28", 28, 240, k=5),
-    _dw("dw 3x3 x2 C64 @56", 56, 64, mult=2),
-]
-OPS_OF = {"conv2d": ("conv2d_input", "conv2d_filter"),
-          "depthwise": ("depthwise_input", "depthwise_filter")}
 DEFAULT_CONFIGS = "float32:NHWC,float32:NCHW,float64:NHWC,bfloat16:NHWC,float32:NHWC:xla"
 BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
@@ -100,7 +64,8 @@ def parse_args(argv=None):
                    help=f"comma-separated dtype:layout pairs (default {DEFAULT_CONFIGS})")
     p.add_argument("--shape", default="", help="only shapes whose label contains this text")
     p.add_argument("--batch", type=int, help="override every shape's batch")
-    p.add_argument("--rounds", type=int, default=7, help="timed rounds (>= 7 for the issue)")
+    p.add_argument("--rounds", type=int, default=7,
+                   help="timed rounds (>= 7 for a median that one noisy round cannot move)")
     p.add_argument("--json", default="bench_out/bench.json", help="'' to skip")
     p.add_argument("--plot", default="bench_out/bench.png", help="'' to skip")
     p.add_argument("--peak-gflops", type=float,
@@ -161,22 +126,16 @@ class Scratch:
         return self.fn(0) if self.fn else None
 
 
-def flops_of(case):
-    oh, ow = case.out_size()
-    return 2 * case.batch * oh * ow * case.filter_rows * case.filter_cols * case.in_depth \
-        * case.out_channels
-
-
-def compulsory_bytes(case):
+def compulsory_bytes(problem):
     """Bytes a depthwise gradient must move at least: read its two inputs, write its
     output (each once)."""
-    n = np.prod(case.input_shape) + np.prod(case.filter_shape) + np.prod(case.out_backprop_shape)
-    return float(n) * BYTES[case.dtype]
+    n = (np.prod(problem.input_shape) + np.prod(problem.filter_shape)
+         + np.prod(problem.out_backprop_shape))
+    return float(n) * BYTES[problem.dtype]
 
 
-def output_bytes(case):
-    shape = case.input_shape if case.spec.computes == "input" else case.filter_shape
-    return float(np.prod(shape)) * BYTES[case.dtype]
+def output_bytes(problem):
+    return float(np.prod(problem.output_shape)) * BYTES[problem.dtype]
 
 
 def try_call(run):
@@ -192,43 +151,41 @@ def copies_for(probe_seconds):
     return COPIES if probe_seconds < 0.02 else 2 if probe_seconds < 0.2 else 1
 
 
-def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, scratch,
-               xla=False):
-    case = Case(op=op, dtype=dtype, data_format=layout, batch=batch, **geometry)
+def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=False):
+    problem = Problem(layer, spec, dtype, layout, batch)
     primary = (dtype, layout) == ("float32", "NHWC") and not xla
-    ours_fn, tf_fn = _OURS[op], BY_KEY[op].tf_reference
+    ours_fn, tf_fn = getattr(tcb.compat.v1.nn, spec.names[0]), spec.tf_reference
 
-    def build(fn, c, copies, jit_compile=xla):
-        return timed_function(fn, c, np.random.default_rng(0), copies, jit_compile)
+    def build(fn, p, copies, jit_compile=xla):
+        return timed_function(fn, p, np.random.default_rng(0), copies, jit_compile)
 
     # Probe (one copy each): correctness against TF and the cost of one call.
-    ours1 = build(ours_fn, case, 1)
+    ours1 = build(ours_fn, problem, 1)
     out_ours, _ = try_call(ours1)
     out_ours, _ = try_call(ours1)
     if out_ours is None:
-        return {"family": family, "shape": label, "op": op, "dtype": dtype, "layout": layout,
-                "xla": xla, "error": "ours failed"}
+        return {"family": layer.family, "shape": layer.label, "op": spec.key, "dtype": dtype,
+                "layout": layout, "xla": xla, "error": "ours failed"}
     probe = seconds(ours1)
-    tf1 = build(tf_fn, case, 1)
+    tf1 = build(tf_fn, problem, 1)
     out_tf, tf_error = try_call(tf1)
     diff = None
     if out_tf is not None:
         t0 = time.perf_counter()
         tf1()
         probe = max(probe, time.perf_counter() - t0)
-        diff = rel_error(np.asarray(tf.cast(out_ours[0], tf.float64)),
-                         np.asarray(tf.cast(out_tf[0], tf.float64)))
+        diff = relative_error(tf.cast(out_ours[0], tf.float64), tf.cast(out_tf[0], tf.float64))
     copies = copies_for(probe)
 
-    runs, names = [build(ours_fn, case, copies)], ["ours"]
+    runs, names = [build(ours_fn, problem, copies)], ["ours"]
     if out_tf is not None:
-        runs.append(build(tf_fn, case, copies))
+        runs.append(build(tf_fn, problem, copies))
         names.append("tf")
     if xla:
-        runs.append(build(ours_fn, case, copies, jit_compile=False))
+        runs.append(build(ours_fn, problem, copies, jit_compile=False))
         names.append("ours_no_xla")
     elif not primary:
-        base = Case(op=op, dtype="float32", data_format="NHWC", batch=batch, **geometry)
+        base = Problem(layer, spec, "float32", "NHWC", batch)
         runs.append(build(ours_fn, base, copies))
         names.append("ours_f32_nhwc")
 
@@ -238,9 +195,9 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
     variant = _variants.last_run(op) if not xla else "xla"
     times = dict(zip(names, time_alternating(runs, args.rounds)))
 
-    flops = flops_of(case)
+    flops = problem.flops
     ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    row = {"family": family, "shape": label, "op": op, "grad": BY_KEY[op].computes,
+    row = {"family": layer.family, "shape": layer.label, "op": spec.key, "grad": spec.computes,
            "dtype": dtype, "layout": layout, "xla": xla, "batch": batch, "copies": copies,
            "rounds": args.rounds, "gflop": flops / 1e9, "ours_ms": ms["ours"],
            "ours_gflops": flops / ms["ours"] / 1e6, "tf_ms": ms.get("tf"),
@@ -253,17 +210,20 @@ def bench_case(family, label, op, dtype, layout, batch, geometry, args, peaks, s
            "xla_over_no_xla": (median_ratio(times["ours"], times["ours_no_xla"])
                                if "ours_no_xla" in times else None),
            "ours_no_xla_ms": ms.get("ours_no_xla"),
-           "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(case),
+           "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(problem),
            "variant": variant,
            "spread_ours": (max(times["ours"]) - min(times["ours"])) / min(times["ours"])}
-    if family == "conv2d":
+    if not layer.depthwise:
         peak = peaks["gflops"] / (2 if dtype == "float64" else 1)
         row["peak_fraction"] = row["ours_gflops"] / peak
     else:
-        row["peak_fraction"] = compulsory_bytes(case) / (ms["ours"] * 1e-3) / 1e9 / peaks["gbs"]
-    if diff is not None and not diff <= 4 * TOLERANCE[dtype]:
-        print(f"warning: {label} {op} {dtype} {layout}: ours and TF differ by {diff:.2e}",
-              file=sys.stderr)
+        row["peak_fraction"] = compulsory_bytes(problem) / (ms["ours"] * 1e-3) / 1e9 / peaks["gbs"]
+    # Twice the usual factor for two approximations: TF's 16-bit CPU kernels do not all
+    # sum in float32 (its bfloat16 filter gradient of ResNet-50 3x3 @56 is 6 u from the
+    # exact result at batch 8, ours 0.4 u).
+    if diff is not None and not within(diff, dtype, problem.reduction_length, factor=4):
+        print(f"warning: {layer.label} {spec.key} {dtype} {layout}: ours and TF differ by "
+              f"{diff:.2e}", file=sys.stderr)
     return row
 
 
@@ -295,7 +255,7 @@ def print_rows(rows):
 
 def summarize(rows):
     """One line per (family, dtype, layout): median and min TF/ours, shapes below the
-    issue's thresholds, ours/ours-f32 bound, scratch bound."""
+    speed targets, ours/ours-f32 bound, scratch bound."""
     groups = {}
     for r in rows:
         if "error" not in r:
@@ -361,7 +321,7 @@ def plot(rows, path):
         return
     fig, axes = plt.subplots(len(groups), 1, figsize=(14, 4.5 * len(groups)), squeeze=False)
     for ax, ((dtype, layout), rs) in zip(axes[:, 0], groups.items()):
-        labels = [f"{r['shape']} {'BI' if r['grad'] == 'input' else 'BF'}" for r in rs]
+        labels = [f"{r['shape']} {BY_KEY[r['op']].short}" for r in rs]
         values = [r["tf_over_ours"] for r in rs]
         colors = ["tab:green" if v >= 1 else "tab:red" for v in values]
         ax.bar(range(len(rs)), values, color=colors)
@@ -401,21 +361,21 @@ def main(argv=None):
         print(f"\n== {dtype} {layout}" + (" (both sides compiled with XLA)" if xla else ""),
               flush=True)
         block = []
-        for family, label, batch, geometry in SHAPES:
-            if family not in families or args.shape not in label:
+        for layer in LAYERS:
+            if layer.family not in families or args.shape not in layer.label:
                 continue
-            for op in OPS_OF[family]:
-                if ops and op not in ops:
+            for spec in OPS:
+                if spec.depthwise != layer.depthwise or (ops and spec.key not in ops):
                     continue
-                row = bench_case(family, label, op, dtype, layout, args.batch or batch, geometry,
-                                 args, peaks, scratch, xla)
+                row = bench_case(layer, spec, dtype, layout, args.batch or layer.batch, args,
+                                 peaks, scratch, xla)
                 block.append(row)
                 if "error" in row:
-                    print(f"  {label} {op}: {row['error']}", flush=True)
+                    print(f"  {layer.label} {spec.key}: {row['error']}", flush=True)
                     continue
                 tf_part = (f"TF {row['tf_ms']:.2f} ms, TF/ours {row['tf_over_ours']:.2f}"
                            if row["tf_ms"] is not None else f"TF: {row['tf_error']}")
-                print(f"  {label} {row['grad']}: ours {row['ours_ms']:.2f} ms, {tf_part}",
+                print(f"  {layer.label} {row['grad']}: ours {row['ours_ms']:.2f} ms, {tf_part}",
                       flush=True)
         if block:
             print()

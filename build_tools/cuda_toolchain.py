@@ -1,4 +1,4 @@
-"""The CUDA toolchain for the GPU kernels, per shared/GPU_BUILD.md: Debian's clang-19
+"""The CUDA toolchain for the GPU kernels, from package registries only: Debian's clang-19
 as the CUDA compiler, ptxas + libdevice from `nvidia-cuda-nvcc-cu12==12.5.82`, the
 CUDA 12.5 headers that ship inside TensorFlow, and CUDA 13's `fatbinary` behind a shim
 (clang 19 speaks `--image=`, fatbinary 13 only `--image3=`). No cudart is linked: TF's

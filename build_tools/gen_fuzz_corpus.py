@@ -1,8 +1,8 @@
 """Writes the seed corpus of the libFuzzer target tests/core/fuzz_geometry.cc.
 
-One binary file per case of tests/bad_inputs.py (the advisory, fuzzer-report and
-bad-input-class cases of BAD_INPUTS.md, S1-S16, F1-F10, N1-N5 and the generated
-classes) that can be expressed at the core's level, plus a grid of small valid
+One binary file per case of tests/bad_inputs.py (S1-S16 from TF's security advisories,
+F1-F10 from fuzzer crash reports, N1-N5 from our own fuzzing of TF, and the generated
+bad-input classes) that can be expressed at the core's level, plus a grid of small valid
 geometries (every op, format, padding, strides, dilations, empty dimensions) so the
 fuzzer starts from inputs that reach the kernels. Cases rejected by TF's Python
 layer before any op runs (dtype mismatches, strides=None, ...) have no core-level
@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(_ROOT, "tests"))
 
 import bad_inputs  # noqa: E402  (needs only NumPy)
 
-OPS = ("conv2d_input", "conv2d_filter", "depthwise_input", "depthwise_filter")
+OPS = bad_inputs.OPS  # the op table's order, which is the core's OpKind order
 FORMATS = ("NHWC", "NCHW", "NHWC", "NCHW", "NCWH", "", "nhwc", "NCHW\0x")
 PADDINGS = ("SAME", "VALID", "EXPLICIT", "VALID", "SAME", "FOO", "", "same")
 INT32_MIN, INT32_MAX = -2**31, 2**31 - 1

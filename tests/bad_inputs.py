@@ -1,6 +1,7 @@
-"""The bad-input corpus for the four ops: advisory and fuzzer crash cases (S1-S16, F1-F10,
-N1-N5 of BAD_INPUTS.md (the team's shared notes), 2-D analogs where the report is for Conv3D or the
-forward Conv2D) and the bad-input classes they imply, each with the outcome we require.
+"""The bad-input corpus for the four ops: inputs that crashed or misled TF's kernels (S1-S16:
+TF's security advisories for these ops; F1-F10: public fuzzer crash reports; N1-N5: found by
+fuzzing TF ourselves; 2-D analogs where the report is for Conv3D or the forward Conv2D)
+and the bad-input classes they imply, each with the outcome we require.
 
 Each case is one call of a public wrapper (or, with `raw=True`, of the generated op, to
 reach attribute values the wrapper cannot produce). The expectation is one of
@@ -15,7 +16,8 @@ reach attribute values the wrapper cannot produce). The expectation is one of
 
 `run_case(case_id, mode)` runs one case eagerly or inside a tf.function and returns a
 small JSON-able dict; the test runs it in a child process, so crashes are contained.
-TensorFlow is imported lazily: building the table needs only NumPy.
+TensorFlow is imported lazily: building the table needs only NumPy (and the op table,
+read without the package: build_tools/gen_fuzz_corpus.py runs without TensorFlow's import).
 """
 import dataclasses
 import os
@@ -23,9 +25,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-OPS = ("conv2d_input", "conv2d_filter", "depthwise_input", "depthwise_filter")
-SHORT = {"conv2d_input": "BI", "conv2d_filter": "BF", "depthwise_input": "DI",
-         "depthwise_filter": "DF"}
+from op_table import ops as _ops
+
+OPS = tuple(spec.key for spec in _ops.OPS)
+SHORT = {spec.key: spec.short for spec in _ops.OPS}
 # "xla": inside a tf.function(jit_compile=True); expected as in a tf.function unless a
 # case says otherwise.
 MODES = ("eager", "function", "xla")
@@ -131,12 +134,23 @@ class Case:
     note: str = ""
 
     @property
+    def spec(self):
+        return _ops.BY_KEY[self.op]
+
+    @property
     def computes_input(self):
-        return self.op in ("conv2d_input", "depthwise_input")
+        return self.spec.computes == "input"
 
     @property
     def depthwise(self):
-        return self.op.startswith("depthwise")
+        return self.spec.depthwise
+
+    @property
+    def reduction_length(self):
+        """Products summed per output element (see the op table), for a valid case."""
+        filter_shape = self.data_shape if self.computes_input else self.sizes
+        n, *hw = [self.dy_shape[i] for i in ((0, 1, 2) if self.data_format == "NHWC" else (0, 2, 3))]
+        return self.spec.reduction_length(filter_shape, n, *hw)
 
     @property
     def sizes_name(self):
@@ -168,14 +182,14 @@ def _order(fmt, n, h, w, c):
 def geometry(op, fmt="NHWC", n=2, h=5, w=4, c=3, kh=2, kw=2, m=2, sh=1, sw=1, dh=1, dw=1,
              padding="VALID", pads=(0, 0, 0, 0)):
     """A consistent (valid) set of Case fields; `m` is out channels or the depth multiplier."""
-    depthwise = op.startswith("depthwise")
+    spec = _ops.BY_KEY[op]
     top, bottom, left, right = pads
     oh = _out_size(h, kh, sh, dh, padding, top, bottom)
     ow = _out_size(w, kw, sw, dw, padding, left, right)
     input_shape = _order(fmt, n, h, w, c)
     filter_shape = [kh, kw, c, m]
-    dy_shape = _order(fmt, n, oh, ow, c * m if depthwise else m)
-    computes_input = op in ("conv2d_input", "depthwise_input")
+    dy_shape = _order(fmt, n, oh, ow, c * m if spec.depthwise else m)
+    computes_input = spec.computes == "input"
     fields = dict(
         sizes=input_shape if computes_input else filter_shape,
         data_shape=filter_shape if computes_input else input_shape,
@@ -259,7 +273,7 @@ add("S7_DI_empty_filter_multiplier0", "depthwise_input", zeros([1, 4, 4, 3]),
     sizes=[1, 4, 4, 3], data_shape=[3, 3, 3, 0], dy_shape=[1, 4, 4, 0], padding="SAME")
 # S8/S9: element-count overflow of the sizes vector.
 for _op in OPS:
-    _sz = "`input_sizes`" if _op.endswith("input") else "`filter_sizes`"
+    _sz = f"`{_ops.BY_KEY[_op].sizes_arg}`"
     add(f"S8_{SHORT[_op]}_sizes_overflow_4x{BIG}", _op, inval(_sz), sizes=[BIG] * 4)
 add("S9_DF_filter_sizes_13x1879048192", "depthwise_filter", inval("`filter_sizes`"),
     sizes=[BIG] * 13, data_shape=[1, 4, 4, 3], dy_shape=[1, 4, 4, 3], padding="SAME")
@@ -402,8 +416,9 @@ def _shape_of_rank(r):
 
 for _i, _op in enumerate(OPS):
     S = SHORT[_op]
-    _ci = _op.endswith("input")
-    SN = "`input_sizes`" if _ci else "`filter_sizes`"
+    _dw = _ops.BY_KEY[_op].depthwise
+    _ci = _ops.BY_KEY[_op].computes == "input"
+    SN = f"`{_ops.BY_KEY[_op].sizes_arg}`"
     DN = "`filter`" if _ci else "`input`"
     _g = geometry(_op)
 
@@ -493,7 +508,7 @@ for _i, _op in enumerate(OPS):
     # Channels: filter in-depth 2 vs input depth 3 (not a divisor).
     add(f"{S}_channel_mismatch", _op, inval(DN if _ci else SN),
         **{_fo: [2, 2, 2, 2]})
-    if _op.startswith("conv2d"):
+    if not _dw:
         # Grouped: input depth 6 a multiple of filter depth 3.
         _gi = list(_in_shape)
         _gi[3] = 6
@@ -513,7 +528,7 @@ for _i, _op in enumerate(OPS):
     add(f"{S}_out_backprop_rows_mismatch", _op, inval("`out_backprop`"),
         dy_shape=[2, 5, 3, _g["dy_shape"][3]])
     add(f"{S}_out_backprop_cols_mismatch_NCHW", _op, inval("`out_backprop`"),
-        geo=dict(fmt="NCHW"), dy_shape=[2, 6 if _op.startswith("depthwise") else 2, 4, 2])
+        geo=dict(fmt="NCHW"), dy_shape=[2, 6 if _dw else 2, 4, 2])
     add(f"{S}_out_backprop_rows_mismatch_SAME_stride2", _op, inval("`out_backprop`"),
         geo=dict(padding="SAME", sh=2, sw=2), dy_shape=[2, 2, 2, _g["dy_shape"][3]])
     add(f"{S}_out_backprop_rows_mismatch_dilated", _op, inval("`out_backprop`"),
@@ -533,7 +548,7 @@ for _i, _op in enumerate(OPS):
                            ("rows0", dict(h=0, padding="SAME")),
                            ("cols0", dict(w=0, padding="SAME")),
                            ("in_depth0", dict(c=0)),
-                           ("multiplier0" if _op.startswith("depthwise") else "out_depth0",
+                           ("multiplier0" if _dw else "out_depth0",
                             dict(m=0)),
                            ("filter_rows0", dict(kh=0, padding="SAME")),
                            ("filter_cols0_stride2", dict(kw=0, padding="SAME", sh=2, sw=2))):
@@ -633,9 +648,13 @@ def _values(shape, dtype):
     return v.reshape(shape)
 
 
+def _rounded(tf, shape, dtype):
+    """_values in `dtype`: what the op is given (and the reference too)."""
+    return _values(shape, dtype).astype(tf.as_dtype(dtype).as_numpy_dtype)
+
+
 def _tensor(tf, shape, dtype):
-    dt = tf.as_dtype(dtype)
-    return tf.constant(_values(shape, dtype).astype(dt.as_numpy_dtype), dtype=dt)
+    return tf.constant(_rounded(tf, shape, dtype), dtype=tf.as_dtype(dtype))
 
 
 def _sizes_tensor(tf, case):
@@ -646,33 +665,26 @@ def _sizes_tensor(tf, case):
 def _invoke(case, sizes, data, dy):
     import tf_conv_backprop as tcb
     from tf_conv_backprop._loader import load_library
-    from tf_conv_backprop._ops import BY_KEY
 
     first, second = (sizes, data) if case.computes_input else (data, sizes)
     if case.raw:
-        fn = getattr(load_library(), BY_KEY[case.op].generated)
+        fn = getattr(load_library(), case.spec.generated)
         return fn(first, second, dy, strides=case.strides, padding=case.padding,
                   explicit_paddings=case.explicit_paddings, data_format=case.data_format,
                   dilations=case.dilations)
-    fn = {
-        "conv2d_input": tcb.compat.v1.nn.conv2d_backprop_input,
-        "conv2d_filter": tcb.compat.v1.nn.conv2d_backprop_filter,
-        "depthwise_input": tcb.nn.depthwise_conv2d_backprop_input,
-        "depthwise_filter": tcb.nn.depthwise_conv2d_backprop_filter,
-    }[case.op]
+    fn = getattr(tcb.compat.v1.nn, case.spec.names[0])
     extra = {"filters": second} if case.pass_filters_too else {}
     return fn(first, second, dy, case.strides, case.padding, data_format=case.data_format,
               dilations=case.dilations, **extra)
 
 
 def _reference_error(case, result):
-    """Max |ours - reference| / max(1, max |reference|), reference in float64."""
+    """The op table's relative error of ours against the float64 reference, which is
+    given the same (rounded to the case's dtype) inputs as the op."""
     import reference
+    import tensorflow as tf
 
-    fn = {"conv2d_input": reference.conv2d_backprop_input,
-          "conv2d_filter": reference.conv2d_backprop_filter,
-          "depthwise_input": reference.depthwise_backprop_input,
-          "depthwise_filter": reference.depthwise_backprop_filter}[case.op]
+    fn = reference.backprop(case.spec)
     sizes = list(case.sizes)
     if case.op == "conv2d_input" and len(sizes) == 2:
         n = case.dy_shape[0]
@@ -681,14 +693,13 @@ def _reference_error(case, result):
     padding, explicit = case.padding, []
     if isinstance(padding, (list, tuple)):
         padding, explicit = "EXPLICIT", [p for pair in case.padding for p in pair]
-    data = _values(case.data_shape, case.dtype)
-    dy = _values(case.dy_shape, case.dy_dtype or case.dtype)
+    data = _rounded(tf, case.data_shape, case.dtype)
+    dy = _rounded(tf, case.dy_shape, case.dy_dtype or case.dtype)
     ref = fn(sizes, data, dy, case.strides, padding, explicit_paddings=explicit,
              data_format=case.data_format, dilations=case.dilations) if case.computes_input \
         else fn(data, sizes, dy, case.strides, padding, explicit_paddings=explicit,
                 data_format=case.data_format, dilations=case.dilations)
-    ref = np.asarray(ref, dtype=np.float64)
-    return float(np.max(np.abs(result - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+    return _ops.relative_error(result, ref)
 
 
 def run_case(case_id, mode):

@@ -2,6 +2,7 @@
 TF's built-in op and the NumPy float64 reference. Shared by the parity tests and
 `make report`."""
 import dataclasses
+import functools
 import random
 
 import numpy as np
@@ -9,26 +10,17 @@ import tensorflow as tf
 
 import reference
 import tf_conv_backprop as tcb
-from tf_conv_backprop._ops import BY_KEY
+from tf_conv_backprop import _ops
+# DTYPES and relative_error are the tests' too: one table, one error measure.
+from tf_conv_backprop._ops import BY_KEY, DTYPES, relative_error  # noqa: F401
 
-# Relative-error budget ||ours - ref|| / ||ref||, reference from the same rounded inputs.
-TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
-DTYPES = tuple(TOLERANCE)
 FORMATS = ("NHWC", "NCHW")
 PADDINGS = ("SAME", "VALID", "EXPLICIT")
 
-_OURS = {
-    "conv2d_input": tcb.compat.v1.nn.conv2d_backprop_input,
-    "conv2d_filter": tcb.compat.v1.nn.conv2d_backprop_filter,
-    "depthwise_input": tcb.nn.depthwise_conv2d_backprop_input,
-    "depthwise_filter": tcb.nn.depthwise_conv2d_backprop_filter,
-}
-_REFERENCE = {
-    "conv2d_input": reference.conv2d_backprop_input,
-    "conv2d_filter": reference.conv2d_backprop_filter,
-    "depthwise_input": reference.depthwise_backprop_input,
-    "depthwise_filter": reference.depthwise_backprop_filter,
-}
+
+def our_function(op):
+    """Our public function for an op key (TF's canonical name, in tcb.compat.v1.nn)."""
+    return getattr(tcb.compat.v1.nn, BY_KEY[op].names[0])
 
 
 @dataclasses.dataclass
@@ -71,6 +63,17 @@ class Case:
     @property
     def out_depth(self):
         return self.in_depth * self.out_channels if self.spec.depthwise else self.out_channels
+
+    @property
+    def reduction_length(self):
+        return self.spec.reduction_length(self.filter_shape, self.batch, *self.out_size())
+
+    @functools.cached_property
+    def cancellation(self):
+        """reference.cancellation on this case's inputs (make_arrays)."""
+        first, second, dy = call_args(self, make_arrays(self), as_tensor=False)
+        return reference.cancellation(self.spec, first, second, dy, self.strides4, self.padding,
+                                      self.explicit_paddings, self.data_format, self.dilations4)
 
     def out_size(self):
         t, b, l, r = self.pads
@@ -170,7 +173,7 @@ def make_arrays(case):
     }
 
 
-def _args(case, arrays, as_tensor):
+def call_args(case, arrays, as_tensor):
     spec = case.spec
     if spec.computes == "input":
         sizes = case.input_shape
@@ -190,14 +193,14 @@ def _args(case, arrays, as_tensor):
 
 def run_with(fn, case, arrays):
     """Calls a function with TF's signature (ours or TF's) and returns float64 numpy."""
-    first, second, dy = _args(case, arrays, as_tensor=True)
+    first, second, dy = call_args(case, arrays, as_tensor=True)
     out = fn(first, second, dy, strides=case.strides4, padding=case.tf_padding,
              data_format=case.data_format, dilations=case.dilations4)
     return tf.cast(out, tf.float64).numpy()
 
 
 def run_ours(case, arrays):
-    return run_with(_OURS[case.op], case, arrays)
+    return run_with(our_function(case.op), case, arrays)
 
 
 def run_tf(case, arrays):
@@ -205,25 +208,16 @@ def run_tf(case, arrays):
 
 
 def run_reference(case, arrays):
-    first, second, dy = _args(case, arrays, as_tensor=False)
-    return _REFERENCE[case.op](first, second, dy, case.strides4, case.padding,
-                               case.explicit_paddings, case.data_format, case.dilations4)
+    first, second, dy = call_args(case, arrays, as_tensor=False)
+    return reference.backprop(case.spec)(first, second, dy, case.strides4, case.padding,
+                                         case.explicit_paddings, case.data_format,
+                                         case.dilations4)
 
 
-def rel_error(got, ref):
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if got.shape != ref.shape:
-        return float("inf")
-    if not np.all(np.isfinite(got)):
-        return float("nan")
-    denom = np.linalg.norm(ref)
-    diff = np.linalg.norm(got - ref)
-    return float(diff / denom) if denom > 0 else float(diff)
-
-
-def within(err, dtype, factor=1.0):
-    """NaN never passes."""
-    return err == err and err <= TOLERANCE[dtype] * factor
+def within(err, case, factor=1):
+    """The op table's judgement for this case's dtype, reduction length and cancellation
+    (NaN never passes; factor=2 when neither side is the float64 reference)."""
+    return _ops.within(err, case.dtype, case.reduction_length, factor, case.cancellation)
 
 
 def tf_result_is_garbage(theirs, reference):
@@ -251,8 +245,8 @@ def check_against_oracles(case):
     arrays = make_arrays(case)
     ours = run_ours(case, arrays)
     expected = run_reference(case, arrays)
-    err = rel_error(ours, expected)
-    assert within(err, case.dtype), f"{case}: relative error vs reference {err}"
+    err = relative_error(ours, expected)
+    assert within(err, case), f"{case}: relative error vs reference {err}"
     if not tf_is_trusted(case):
         return
     try:
@@ -261,5 +255,5 @@ def check_against_oracles(case):
         return  # TF's CPU kernel lacks this configuration; the reference still judged it
     if tf_result_is_garbage(theirs, expected):
         return
-    err_tf = rel_error(ours, theirs)
-    assert within(err_tf, case.dtype, factor=2), f"{case}: relative difference vs TF {err_tf}"
+    err_tf = relative_error(ours, theirs)
+    assert within(err_tf, case, factor=2), f"{case}: relative difference vs TF {err_tf}"

@@ -1,15 +1,19 @@
 """Independent NumPy (float64) oracle for Conv2D / DepthwiseConv2dNative and their
-input/filter gradients, following TensorFlow's semantics (TF_SEMANTICS.md 2e).
+input/filter gradients, following TensorFlow's semantics: its output-size and padding
+rules (GetWindowedOutputSizeVerbose), NHWC/NCHW layouts, HWIO filters and the
+depthwise channel order.
 
 Everything is computed in NHWC internally; NCHW arguments are transposed in and out.
 Filters are [KH, KW, Cin, Cout] (depthwise [KH, KW, C, M], output channel c*M + m).
 The only loops are over the KH*KW filter taps: for every tap the inputs it touches
 form one strided slice of a zero-padded buffer.
 """
+import functools
+
 import numpy as np
 
 __all__ = [
-    "output_size", "forward_conv2d",
+    "output_size", "forward_conv2d", "backprop", "cancellation",
     "conv2d_backprop_input", "conv2d_backprop_filter",
     "depthwise_backprop_input", "depthwise_backprop_filter",
 ]
@@ -226,3 +230,28 @@ def depthwise_backprop_filter(input, filter_sizes, out_backprop, strides, paddin
                               explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
     return _backprop_filter(input, filter_sizes, out_backprop, strides, padding,
                             explicit_paddings, data_format, dilations, depthwise=True)
+
+
+def backprop(spec):
+    """The reference for a row of the op table (tf_conv_backprop._ops.OpSpec), with TF's
+    argument order: (sizes or tensor, tensor or sizes, out_backprop, strides, padding,
+    explicit_paddings, data_format, dilations)."""
+    fn = _backprop_input if spec.computes == "input" else _backprop_filter
+    return functools.partial(fn, depthwise=spec.depthwise)
+
+
+def cancellation(spec, first, second, out_backprop, *attrs):
+    """How much the op's sums cancel on these inputs: ||sqrt(sum of squared terms)|| /
+    ||sum of terms|| over the output (about 1 for data of random sign; see
+    tf_conv_backprop._ops.tolerance). Every term is one element of the data tensor times
+    one of out_backprop, so the squared terms sum to the op applied to squared inputs.
+    `attrs` as for backprop(spec); 1.0 for an all-zero result."""
+    fn = backprop(spec)
+    result = np.linalg.norm(fn(first, second, out_backprop, *attrs))
+    if result == 0:
+        return 1.0
+    if spec.computes == "input":
+        squares = fn(first, np.square(_f64(second)), np.square(_f64(out_backprop)), *attrs)
+    else:
+        squares = fn(np.square(_f64(first)), second, np.square(_f64(out_backprop)), *attrs)
+    return float(np.sqrt(np.sum(squares)) / result)

@@ -19,16 +19,12 @@ import pytest
 import tensorflow as tf
 
 import tf_conv_backprop as tcb
-from tf_conv_backprop import _loader
+from tf_conv_backprop import _loader, _ops
+from tf_conv_backprop._wrappers import V1_NAMES, V2_NAMES
 
 SEED = 20240607
 PKG_DIR = os.path.dirname(os.path.abspath(tcb.__file__))
 PYTHON_DIR = os.path.dirname(PKG_DIR)
-
-V1_NAMES = ("conv2d_backprop_input", "conv2d_backprop_filter",
-            "depthwise_conv2d_backprop_input", "depthwise_conv2d_backprop_filter",
-            "depthwise_conv2d_native_backprop_input", "depthwise_conv2d_native_backprop_filter")
-V2_NAMES = ("depthwise_conv2d_backprop_input", "depthwise_conv2d_backprop_filter")
 
 # (our namespace, TF's namespace, name): the 14 public names.
 PUBLIC = ([("nn", "compat.v1.nn", n) for n in V1_NAMES]
@@ -36,27 +32,14 @@ PUBLIC = ([("nn", "compat.v1.nn", n) for n in V1_NAMES]
           + [("compat.v2.nn", "compat.v2.nn", n) for n in V2_NAMES])
 PUBLIC_IDS = [f"tcb.{ours}.{name}" for ours, _, name in PUBLIC]
 
-# The four ops: registered op type, what the first/second inputs are, and the
-# public functions (ours, TF's) with TF's signature.
-OPS = {
-    "BI": dict(type="ConvBackprop>Conv2DBackpropInput", computes="input", depthwise=False,
-               name="conv2d_backprop_input"),
-    "BF": dict(type="ConvBackprop>Conv2DBackpropFilter", computes="filter", depthwise=False,
-               name="conv2d_backprop_filter"),
-    "DI": dict(type="ConvBackprop>DepthwiseConv2dNativeBackpropInput", computes="input",
-               depthwise=True, name="depthwise_conv2d_backprop_input"),
-    "DF": dict(type="ConvBackprop>DepthwiseConv2dNativeBackpropFilter", computes="filter",
-               depthwise=True, name="depthwise_conv2d_backprop_filter"),
-}
+# The four ops by their two-letter ids (BI, BF, DI, DF).
+OPS = {spec.short: spec for spec in _ops.OPS}
 KINDS = tuple(OPS)
-DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+DTYPES = tuple(tf.as_dtype(name) for name in _ops.DTYPES)
 
 
 def _kind_of(name):
-    depthwise = name.startswith("depthwise")
-    if name.endswith("_input"):
-        return "DI" if depthwise else "BI"
-    return "DF" if depthwise else "BF"
+    return _ops.BY_NAME[name].short
 
 
 def _resolve(root, dotted):
@@ -67,11 +50,11 @@ def _resolve(root, dotted):
 
 
 def ours(kind):
-    return getattr(tcb.compat.v1.nn, OPS[kind]["name"])
+    return getattr(tcb.compat.v1.nn, OPS[kind].names[0])
 
 
 def theirs(kind):
-    return getattr(tf.compat.v1.nn, OPS[kind]["name"])
+    return OPS[kind].tf_reference
 
 
 def _order(data_format, n, h, w, c):
@@ -89,7 +72,7 @@ class Problem:
         self.kind, self.data_format, self.dtype, self.seed = kind, data_format, dtype, seed
         rng = np.random.default_rng(seed)
         n, h, w, c, kh, kw, m, s = 2, 5, 6, 3, 3, 2, 2, 2
-        out_c = c * m if OPS[kind]["depthwise"] else m
+        out_c = c * m if OPS[kind].depthwise else m
         t, b, l, r = pads
         if padding == "SAME":
             oh, ow = -(-h // s), -(-w // s)
@@ -98,10 +81,11 @@ class Problem:
         self.input_shape = _order(data_format, n, h, w, c)
         self.filter_shape = [kh, kw, c, m]
         self.out_backprop_shape = _order(data_format, n, oh, ow, out_c)
+        self.reduction_length = OPS[kind].reduction_length(self.filter_shape, n, oh, ow)
         rnd = lambda shape: tf.cast(tf.cast(rng.standard_normal(shape), dtype),  # noqa: E731
                                     tf.float64).numpy()
         x, f, dy = rnd(self.input_shape), rnd(self.filter_shape), rnd(self.out_backprop_shape)
-        if OPS[kind]["computes"] == "input":
+        if OPS[kind].computes == "input":
             self.args = (np.array(self.input_shape, np.int32), f, dy)
             self.out_shape = self.input_shape
         else:
@@ -268,12 +252,12 @@ def test_explicit_padding_nchw_order(kind):
     nchw = Problem(kind, "NCHW", padding="EXPLICIT", pads=PADS)
     assert list(eager(kind, nchw, padding=_explicit("NCHW")).shape) == nchw.out_shape
     want = eager(kind, nhwc, padding=_explicit("NHWC")).numpy()
-    if OPS[kind]["computes"] == "input":
+    if OPS[kind].computes == "input":
         want = want.transpose(0, 3, 1, 2)
     # The NCHW problem's arrays are different draws: rebuild them from the NHWC ones.
     x, s, dy = nhwc.args
     to_nchw = lambda a: np.ascontiguousarray(a.transpose(0, 3, 1, 2))  # noqa: E731
-    if OPS[kind]["computes"] == "input":
+    if OPS[kind].computes == "input":
         args = (np.array(nchw.input_shape, np.int32), s, to_nchw(dy))
     else:
         args = (to_nchw(x), s, to_nchw(dy))
@@ -318,7 +302,7 @@ def test_name_and_op_type_in_graph(kind):
     p = Problem(kind)
     with tf.Graph().as_default():
         out = ours(kind)(*p.tensors(), **p.kwargs, name="my_grad")
-        assert out.op.type == OPS[kind]["type"]
+        assert out.op.type == OPS[kind].op_name
         assert out.op.name.startswith("my_grad"), out.op.name
         out2 = ours(kind)(*p.tensors(), **p.kwargs, name="my_grad")
         assert out2.op.name.startswith("my_grad") and out2.op.name != out.op.name
@@ -398,7 +382,7 @@ def test_static_shape_from_constant_sizes(kind, data_format):
         assert out.shape.as_list() == p.out_shape
         # a Python list as the sizes argument works the same
         a, b, c = p.tensors()
-        if OPS[kind]["computes"] == "input":
+        if OPS[kind].computes == "input":
             out = ours(kind)(list(p.out_shape), b, c, **p.kwargs)
         else:
             out = ours(kind)(a, list(p.out_shape), c, **p.kwargs)
@@ -448,7 +432,7 @@ def test_static_shape_from_tf_shape(kind, data_format):
         a, b, c = (tf.compat.v1.placeholder(tf.int32 if x.dtype == np.int32 else tf.float32, None)
                    for x in p.args)
         holder = tf.compat.v1.placeholder(tf.float32, partial)
-        if OPS[kind]["computes"] == "input":
+        if OPS[kind].computes == "input":
             out = ours(kind)(tf.shape(holder), b, c, **p.kwargs)
         else:
             out = ours(kind)(a, tf.shape(holder), c, **p.kwargs)
@@ -464,7 +448,7 @@ def test_static_shape_fully_unknown(kind):
         out = ours(kind)(*phs, **p.kwargs)
         assert out.shape.rank == 4
         assert out.shape.as_list() == [None] * 4
-        assert out.op.type == OPS[kind]["type"]
+        assert out.op.type == OPS[kind].op_name
 
 
 INVALID_SIZES = {
@@ -495,14 +479,14 @@ def test_invalid_constant_sizes(kind, what):
     p = Problem(kind)
     a, b, c = p.tensors()
     bad = tf.constant(sizes, tf.int32)
-    args = (bad, b, c) if OPS[kind]["computes"] == "input" else (a, bad, c)
+    args = (bad, b, c) if OPS[kind].computes == "input" else (a, bad, c)
     with pytest.raises(tf.errors.InvalidArgumentError):
         ours(kind)(*args, **p.kwargs)  # eager
     build_error = ValueError if _rejected_while_building(kind, sizes) else None
     with tf.Graph().as_default():
         a, b, c = p.tensors()
         bad = tf.constant(sizes, tf.int32)
-        args = (bad, b, c) if OPS[kind]["computes"] == "input" else (a, bad, c)
+        args = (bad, b, c) if OPS[kind].computes == "input" else (a, bad, c)
         if build_error:
             with pytest.raises(build_error):
                 ours(kind)(*args, **p.kwargs)
@@ -521,7 +505,7 @@ def test_invalid_constant_sizes(kind, what):
     def traced():
         bad = tf.constant(sizes, tf.int32)
         a, b, c = captured
-        args = (bad, b, c) if OPS[kind]["computes"] == "input" else (a, bad, c)
+        args = (bad, b, c) if OPS[kind].computes == "input" else (a, bad, c)
         return ours(kind)(*args, **p.kwargs)
 
     with pytest.raises(build_error or tf.errors.InvalidArgumentError):
@@ -756,9 +740,6 @@ def test_library_path_and_build_info():
 # 6. Every dtype; NCHW
 # --------------------------------------------------------------------------------------
 
-DTYPE_RTOL = {"float16": 5e-3, "bfloat16": 3e-2, "float32": 1e-5, "float64": 1e-12}
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_dtype(kind, dtype):
@@ -770,8 +751,8 @@ def test_every_dtype(kind, dtype):
     p64 = Problem(kind, dtype=tf.float64)
     p64.args = p.args
     ref = as_f64(eager(kind, p64))
-    err = np.linalg.norm(as_f64(out) - ref) / np.linalg.norm(ref)
-    assert err <= DTYPE_RTOL[dtype.name], f"{p}: relative error {err}"
+    err = _ops.relative_error(as_f64(out), ref)
+    assert _ops.within(err, dtype.name, p.reduction_length), f"{p}: relative error {err}"
     with tf.Graph().as_default():
         g = ours(kind)(*p.tensors(), **p.kwargs)
         assert g.dtype == dtype
@@ -781,7 +762,7 @@ def test_every_dtype(kind, dtype):
 def test_nchw_output_shape(kind):
     p = Problem(kind, "NCHW")
     out = eager(kind, p)
-    if OPS[kind]["computes"] == "input":
+    if OPS[kind].computes == "input":
         n, h, w, c = 2, 5, 6, 3
         assert list(out.shape) == [n, c, h, w]
     else:
@@ -790,7 +771,7 @@ def test_nchw_output_shape(kind):
     nhwc = Problem(kind, "NHWC")
     to_nchw = lambda a: np.ascontiguousarray(a.transpose(0, 3, 1, 2))  # noqa: E731
     x, s, dy = nhwc.args
-    if OPS[kind]["computes"] == "input":
+    if OPS[kind].computes == "input":
         args = (tf.constant(p.input_shape, tf.int32), tf.constant(s, tf.float32),
                 tf.constant(to_nchw(dy), tf.float32))
         want = eager(kind, nhwc).numpy().transpose(0, 3, 1, 2)

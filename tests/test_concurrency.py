@@ -66,15 +66,14 @@ def _mixed_calls(count):
 
     rng = random.Random(SEED)
     configs = list(itertools.product(
-        ("conv2d_input", "conv2d_filter", "depthwise_input", "depthwise_filter"),
-        cases.DTYPES, cases.FORMATS, cases.PADDINGS))
+        [spec.key for spec in cases.BY_KEY.values()], cases.DTYPES, cases.FORMATS, cases.PADDINGS))
     out = []
     for i in range(count):
         op, dtype, fmt, padding = configs[i % len(configs)]
         case = cases.sample_case(op, dtype, fmt, padding, dilated=(i % 5 == 0), seed=SEED + i)
         arrays = cases.make_arrays(case)
-        first, second, dy = cases._args(case, arrays, as_tensor=True)  # noqa: SLF001
-        fn = cases._OURS[op]  # noqa: SLF001
+        first, second, dy = cases.call_args(case, arrays, as_tensor=True)
+        fn = cases.our_function(op)
         strides = case.strides4
         invalid = i % 8 == 7
         if invalid:

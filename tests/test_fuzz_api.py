@@ -8,8 +8,8 @@ random mutations are applied: lists of the wrong length, zero / negative / huge
 or misplaced strides and dilations, bad explicit paddings, sizes vectors of the
 wrong rank, length or values, tensors of the wrong rank, shapes off by a few,
 grouped or mismatched depths, empty dimensions. An independent Python model of
-TF's rules (`predict` below, written from TF_SEMANTICS / BAD_INPUTS.md, not from
-geometry.cc) says what must happen:
+TF's rules (`predict` below, written from TF's documented checks and the bad-input
+corpus (tests/bad_inputs.py), not from geometry.cc) says what must happen:
   - valid: a finite result of the right shape, within the dtype's tolerance of
     the NumPy float64 reference (tests/reference.py) on the same rounded inputs;
   - invalid: exactly the predicted error class (InvalidArgumentError or
@@ -30,6 +30,8 @@ import os
 import subprocess
 import sys
 
+from op_table import ops as _ops
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PYTHON_DIR = os.path.join(os.path.dirname(_HERE), "python")
 
@@ -37,8 +39,6 @@ DEFAULT_EXAMPLES = 2000
 DEFAULT_SEED = 20240611
 FUNCTION_EVERY = 10
 MAX_OUTPUT_ELEMENTS = 200_000  # valid configurations bigger than this are not run
-OPS = ("conv2d_input", "conv2d_filter", "depthwise_input", "depthwise_filter")
-DTYPES = ("float16", "bfloat16", "float32", "float64")
 INT32_MAX = 2**31 - 1
 
 
@@ -151,7 +151,7 @@ def predict(call):
     """("ok", output shape) or raises Invalid(class, why), following the order in
     which TF checks: Python wrapper, op construction (attributes), then Compute."""
     op, fmt = call["op"], call["data_format"]
-    ci = op.endswith("input")
+    ci = _ops.BY_KEY[op].computes == "input"
     padding = call["padding"]
     explicit = call["explicit_paddings"]
     if not call["raw"] and isinstance(padding, list):
@@ -212,7 +212,7 @@ def predict(call):
     kh, kw, fin, fout = filter_shape
     if bo != bi:
         raise Invalid("InvalidArgumentError", "batch mismatch")
-    depthwise = op.startswith("depthwise")
+    depthwise = _ops.BY_KEY[op].depthwise
     if fin != cin:
         if not depthwise and cin > 0 and fin > 0 and cin % fin == 0:
             raise Invalid("UnimplementedError", "grouped")
@@ -240,11 +240,11 @@ def _strategies():
 
     @st.composite
     def calls(draw):
-        op = draw(st.sampled_from(OPS))
-        depthwise = op.startswith("depthwise")
+        op = draw(st.sampled_from([spec.key for spec in _ops.OPS]))
+        depthwise = _ops.BY_KEY[op].depthwise
         fmt = draw(st.sampled_from(("NHWC", "NCHW")))
         padding = draw(st.sampled_from(("SAME", "VALID", "EXPLICIT")))
-        dtype = draw(st.sampled_from(DTYPES))
+        dtype = draw(st.sampled_from(_ops.DTYPES))
         empty = draw(st.integers(0, 9)) == 0      # 1 in 10: dimensions may be 0
         lo = 0 if empty else 1
         b = draw(st.integers(lo, 3))
@@ -265,7 +265,7 @@ def _strategies():
         input_shape = _order(fmt, b, h, w, c)
         filter_shape = [kh, kw, c, m]
         dy_shape = _order(fmt, b, oh, ow, c * m if depthwise else m)
-        ci = op.endswith("input")
+        ci = _ops.BY_KEY[op].computes == "input"
         call = dict(
             op=op, dtype=dtype, data_format=fmt, raw=False,
             sizes=list(input_shape if ci else filter_shape), sizes_shape=[4],
@@ -357,7 +357,7 @@ def _strategies():
         elif kind == "depth_grouped":
             # Input depth a multiple of the filter's in-depth (TF's grouped convolution).
             fmt = call["data_format"]
-            ci = call["op"].endswith("input")
+            ci = _ops.BY_KEY[call["op"]].computes == "input"
             key_in, key_f = ("sizes", "data_shape") if ci else ("data_shape", "sizes")
             ishape, fshape = list(call[key_in]), list(call[key_f])
             if len(ishape) == 4 and len(fshape) == 4 and fshape[2] > 0:
@@ -381,25 +381,18 @@ def _function_for(call):
 
     import tf_conv_backprop as tcb
     from tf_conv_backprop._loader import load_library
-    from tf_conv_backprop._ops import BY_KEY
 
-    op = call["op"]
+    spec = _ops.BY_KEY[call["op"]]
     if call["raw"]:
-        gen = getattr(load_library(), BY_KEY[op].generated)
+        gen = getattr(load_library(), spec.generated)
 
         def raw(a, b, dy):
             return gen(a, b, dy, strides=call["strides"], padding=call["padding"],
                        explicit_paddings=call["explicit_paddings"],
                        data_format=call["data_format"], dilations=call["dilations"])
         return raw
-    public = {
-        "conv2d_input": (tcb.compat.v1.nn.conv2d_backprop_input,) * 2,
-        "conv2d_filter": (tcb.compat.v1.nn.conv2d_backprop_filter,) * 2,
-        "depthwise_input": (tcb.nn.depthwise_conv2d_backprop_input,
-                            tcb.compat.v1.nn.depthwise_conv2d_native_backprop_input),
-        "depthwise_filter": (tcb.nn.depthwise_conv2d_backprop_filter,
-                             tcb.compat.v1.nn.depthwise_conv2d_native_backprop_filter),
-    }[op][call["alias"]]
+    # `alias` picks one of the op's public names (depthwise: the `native` spelling).
+    public = getattr(tcb.compat.v1.nn, spec.names[call["alias"] % len(spec.names)])
 
     def wrapped(a, b, dy):
         return public(a, b, dy, strides=call["strides"], padding=call["padding"],
@@ -413,15 +406,14 @@ def check_call(call, mode, rng_seed, tally):
     import numpy as np
     import tensorflow as tf
 
-    import cases
     import reference
 
     try:
         expected = predict(call)
     except Invalid as e:
         expected = ("error", e.cls, e.why)
-    op = call["op"]
-    ci = op.endswith("input")
+    spec = _ops.BY_KEY[call["op"]]
+    ci = spec.computes == "input"
     dtype = call["dtype"]
     if expected[0] == "ok" and _elements(expected[1]) > MAX_OUTPUT_ELEMENTS:
         tally["skipped_big"] += 1
@@ -469,15 +461,17 @@ def check_call(call, mode, rng_seed, tally):
     if isinstance(padding, list):
         explicit = [v for p in padding for v in p]
         padding = "EXPLICIT"
-    ref_fn = {"conv2d_input": reference.conv2d_backprop_input,
-              "conv2d_filter": reference.conv2d_backprop_filter,
-              "depthwise_input": reference.depthwise_backprop_input,
-              "depthwise_filter": reference.depthwise_backprop_filter}[op]
     first, second = (list(call["sizes"]), data) if ci else (data, list(call["sizes"]))
-    ref = ref_fn(first, second, dy, call["strides"], padding, explicit, call["data_format"],
-                 call["dilations"])
-    err = cases.rel_error(result, ref)
-    assert cases.within(err, dtype), f"relative error {err:.3g} vs reference; {where}"
+    attrs = (call["strides"], padding, explicit, call["data_format"], call["dilations"])
+    ref = reference.backprop(spec)(first, second, dy, *attrs)
+    err = _ops.relative_error(result, ref)
+    batch, rows, cols = (call["dy_shape"][i] for i in
+                         ((0, 1, 2) if call["data_format"] == "NHWC" else (0, 2, 3)))
+    filter_shape = call["data_shape"] if ci else call["sizes"]
+    length = spec.reduction_length(filter_shape, batch, rows, cols)
+    cancellation = reference.cancellation(spec, first, second, dy, *attrs)
+    assert _ops.within(err, dtype, length, cancellation=cancellation), (
+        f"relative error {err:.3g} vs reference (cancellation {cancellation:.3g}); {where}")
 
 
 def run_child(examples, seed):

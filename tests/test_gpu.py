@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cases import (DTYPES, EMPTY, FORMATS, PADDINGS, Case, empty_case, make_arrays, rel_error, run_ours,
-                   run_reference, run_tf, sample_case, tf_is_trusted, within)
-from cases import _OURS as OURS
+from cases import (DTYPES, EMPTY, FORMATS, PADDINGS, Case, empty_case, make_arrays, our_function,
+                   relative_error, run_ours, run_reference, run_tf, sample_case, tf_is_trusted, within)
 from tf_conv_backprop import _loader
-from tf_conv_backprop._ops import OPS
+from tf_conv_backprop._ops import BY_KEY, OPS
 
 GPUS = tf.config.list_physical_devices("GPU")
 pytestmark = [
@@ -43,8 +42,8 @@ def test_gpu_parity(seed, op, dtype, data_format, padding, dilated):
     arrays = make_arrays(case)
     with tf.device(GPU):
         ours = run_ours(case, arrays)
-    err = rel_error(ours, run_reference(case, arrays))
-    assert within(err, dtype), f"{case}: relative error vs reference {err}"
+    err = relative_error(ours, run_reference(case, arrays))
+    assert within(err, case), f"{case}: relative error vs reference {err}"
     if not tf_is_trusted(case):
         return
     try:
@@ -52,13 +51,13 @@ def test_gpu_parity(seed, op, dtype, data_format, padding, dilated):
             theirs = run_tf(case, arrays)
     except TF_REJECTS:
         return  # TF's GPU kernel lacks this configuration; the reference judged it
-    err_tf = rel_error(ours, theirs)
-    assert within(err_tf, dtype, factor=2), f"{case}: relative difference vs TF's GPU kernel {err_tf}"
+    err_tf = relative_error(ours, theirs)
+    assert within(err_tf, case, factor=2), f"{case}: relative difference vs TF's GPU kernel {err_tf}"
 
 
 def _big_case(op, dtype="float32", data_format="NHWC"):
     """Large enough for several tiles and a split filter-gradient reduction."""
-    depthwise = op.startswith("depthwise")
+    depthwise = BY_KEY[op].depthwise
     return Case(op=op, dtype=dtype, data_format=data_format, padding="SAME", batch=4,
                 in_rows=33, in_cols=31, in_depth=96 if depthwise else 72, filter_rows=3,
                 filter_cols=3, out_channels=2 if depthwise else 80, strides=(1, 1), seed=11)
@@ -77,13 +76,13 @@ def test_gpu_placement_and_determinism(op, data_format):
         dy = tf.constant(arrays["out_backprop"], tf.float32)
         args = (sizes, data, dy) if spec.computes == "input" else (data, sizes, dy)
         for _ in range(2):
-            out = OURS[op](*args, strides=case.strides4, padding=case.tf_padding,
-                           data_format=case.data_format, dilations=case.dilations4)
+            out = our_function(op)(*args, strides=case.strides4, padding=case.tf_padding,
+                                   data_format=case.data_format, dilations=case.dilations4)
             assert "GPU" in out.device, f"{case}: ran on {out.device}"
             results.append(out.numpy())
     np.testing.assert_array_equal(results[0], results[1], err_msg=f"{case}: not deterministic")
-    err = rel_error(results[0], run_reference(case, arrays))
-    assert within(err, "float32"), f"{case}: relative error {err}"
+    err = relative_error(results[0], run_reference(case, arrays))
+    assert within(err, case), f"{case}: relative error {err}"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -93,8 +92,8 @@ def test_gpu_large_all_dtypes(op, dtype):
     arrays = make_arrays(case)
     with tf.device(GPU):
         ours = run_ours(case, arrays)
-    err = rel_error(ours, run_reference(case, arrays))
-    assert within(err, dtype), f"{case}: relative error {err}"
+    err = relative_error(ours, run_reference(case, arrays))
+    assert within(err, case), f"{case}: relative error {err}"
 
 
 @pytest.mark.parametrize("data_format", FORMATS)

@@ -1,7 +1,8 @@
-"""The library's CUDA build (GPU_BUILD.md) on a machine that may have no GPU: the
-GPU-enabled library loads into TensorFlow (also a CPU-only one), registers a CPU and
-a GPU kernel for every op and dtype, with the sizes input in host memory, links no
-CUDA runtime of its own, and its CPU kernels still compute the right thing.
+"""The library's CUDA build on a machine that may have no GPU: the GPU-enabled library
+loads into TensorFlow (also a CPU-only one), registers a CPU and a GPU kernel for every
+op and dtype, with the sizes input in host memory, links no CUDA runtime of its own, and
+its CPU kernels still compute the right thing. A CPU-only build registers no GPU kernel,
+as its build info says, and links no CUDA library either.
 
 `make pytest CUDA=1` (CI) sets TF_CONV_BACKPROP_EXPECT_CUDA=1: then a CPU-only build
 is a failure, not a skip.
@@ -16,7 +17,7 @@ import tensorflow as tf
 # Private, test-only: TF has no public API that lists the kernels registered for an op.
 from tensorflow.python.framework import kernels as tf_kernels
 
-from cases import Case, make_arrays, rel_error, run_ours, run_reference, within
+from cases import Case, make_arrays, relative_error, run_ours, run_reference, within
 from tf_conv_backprop import _loader
 from tf_conv_backprop._ops import DTYPES, OPS
 
@@ -27,10 +28,43 @@ needs_cuda_build = pytest.mark.skipif(
     reason="CPU-only build of the library (`make build CUDA=1` builds the CUDA one)")
 
 
+@pytest.mark.skipif(not EXPECT_CUDA, reason="TF_CONV_BACKPROP_EXPECT_CUDA is not 1")
 def test_cuda_build_when_expected():
-    if EXPECT_CUDA:
-        assert INFO.get("cuda_kernels"), (
-            f"CUDA=1 but {_loader.library_path()} was built without CUDA kernels: {INFO}")
+    assert INFO.get("cuda_kernels"), (
+        f"CUDA=1 but {_loader.library_path()} was built without CUDA kernels: {INFO}")
+
+
+def _registered_kernels(spec):
+    """{(device type, dtype name): host-memory arguments} of the op's kernels."""
+    _loader.load_library()
+    found = {}
+    for k in tf_kernels.get_registered_kernels_for_op(spec.op_name).kernel:
+        for c in k.constraint:
+            if c.name == "T":
+                for t in c.allowed_values.list.type:
+                    found[(k.device_type, tf.dtypes.as_dtype(t).name)] = list(k.host_memory_arg)
+    return found
+
+
+@pytest.mark.parametrize("spec", OPS, ids=[op.key for op in OPS])
+def test_registered_kernels_match_the_build_info(spec):
+    """Every build has a CPU kernel per dtype. The GPU kernels, with the sizes input in
+    host memory (the kernel reads it to size its output), exist exactly when the build
+    info says `cuda_kernels`: what `info` reports must be what TF will place."""
+    found = _registered_kernels(spec)
+    for dtype in DTYPES:
+        assert ("CPU", dtype) in found, f"{spec.op_name}: no CPU kernel for {dtype}: {found}"
+    gpu = {dtype: args for (device, dtype), args in found.items() if device == "GPU"}
+    if INFO.get("cuda_kernels"):
+        assert sorted(gpu) == sorted(DTYPES), f"{spec.op_name}: GPU kernels for {sorted(gpu)}"
+        for dtype, host_memory in gpu.items():
+            assert host_memory == [spec.sizes_arg], (
+                f"{spec.op_name} ({dtype}): the GPU kernel must keep `{spec.sizes_arg}` in "
+                f"host memory, has {host_memory}")
+    else:
+        assert not gpu, (f"{spec.op_name}: the build info says cuda_kernels="
+                         f"{INFO.get('cuda_kernels')!r}, yet GPU kernels are registered for "
+                         f"{sorted(gpu)}")
 
 
 @needs_cuda_build
@@ -42,28 +76,10 @@ def test_build_info_records_the_cuda_version():
         assert version.split(".")[0] == tf_cuda.split(".")[0], (version, tf_cuda)
 
 
-@needs_cuda_build
-@pytest.mark.parametrize("spec", OPS, ids=[op.key for op in OPS])
-def test_cpu_and_gpu_kernels_registered(spec):
-    _loader.load_library()
-    registered = tf_kernels.get_registered_kernels_for_op(spec.op_name).kernel
-    found = {}
-    for k in registered:
-        dtypes = [tf.dtypes.as_dtype(t) for c in k.constraint if c.name == "T"
-                  for t in c.allowed_values.list.type]
-        for dtype in dtypes:
-            found[(k.device_type, dtype)] = list(k.host_memory_arg)
-    for dtype in DTYPES:
-        assert ("CPU", dtype) in found, f"{spec.op_name}: no CPU kernel for {dtype.name}: {found}"
-        assert ("GPU", dtype) in found, f"{spec.op_name}: no GPU kernel for {dtype.name}: {found}"
-        assert found[("GPU", dtype)] == [spec.sizes_arg], (
-            f"{spec.op_name}: the GPU kernel must keep `{spec.sizes_arg}` in host memory")
-
-
-@needs_cuda_build
 def test_no_cuda_runtime_linked():
-    """The CUDA runtime comes from libtensorflow_framework.so.2 (TF's stub), so the
-    library loads wherever TF does, with or without CUDA installed."""
+    """Neither build links a CUDA library: the CUDA build's runtime calls go to
+    libtensorflow_framework.so.2 (TF's stub), so the library loads wherever TF does, with
+    or without CUDA installed."""
     readelf = shutil.which("readelf")
     if readelf is None:
         pytest.skip("no readelf")
@@ -83,6 +99,6 @@ def test_cpu_kernel_of_the_cuda_build(spec):
     arrays = make_arrays(case)
     with tf.device("/CPU:0"):
         ours = run_ours(case, arrays)
-    err = rel_error(ours, run_reference(case, arrays))
-    assert within(err, "float32"), f"{case}: relative error {err}"
+    err = relative_error(ours, run_reference(case, arrays))
+    assert within(err, case), f"{case}: relative error {err}"
     assert np.all(np.isfinite(ours))

@@ -22,7 +22,7 @@ from tf_conv_backprop._ops import DTYPES, OPS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(ROOT, "python")
 PKG_DIR = os.path.join(PYTHON_DIR, "tf_conv_backprop")
-DTYPE_NAMES = [d.name for d in DTYPES]
+DTYPE_NAMES = list(DTYPES)
 OTHER_TF = "2.20.0"
 
 

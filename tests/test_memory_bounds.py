@@ -33,7 +33,7 @@ def _run_child(mode, extra_env=None, timeout=300):
 
 # (label, op, sizes, data shape, dy shape, strides, padding, dtype)
 IMPOSSIBLE = [
-    # The example of the issue: 2**62 filter elements (the byte count overflows int64).
+    # 2**62 filter elements: the element count fits int64, the byte count overflows it.
     ("BF_filter_sizes_2^31-1_squared", "conv2d_filter", [INT32_MAX, INT32_MAX, 1, 1],
      [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], "SAME", "float32"),
     ("DF_filter_sizes_2^31-1_squared", "depthwise_filter", [INT32_MAX, INT32_MAX, 1, 1],

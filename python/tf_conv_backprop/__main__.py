@@ -84,7 +84,7 @@ def probe_kernels(library, devices):
                 except (tf.errors.OpError, TypeError, ValueError):
                     continue
                 if _device_kind(out.device) == kind:
-                    names.append(dtype.name)
+                    names.append(dtype)
     return found
 
 
@@ -101,7 +101,7 @@ def probe_xla(library):
                     compiled(*_probe_args(spec, dtype))
             except (tf.errors.OpError, TypeError, ValueError):
                 continue
-            names.append(dtype.name)
+            names.append(dtype)
     return found
 
 

@@ -9,7 +9,7 @@ mode, in tf.function and in a v1 Session.
 import tensorflow as tf
 
 from tf_conv_backprop._loader import load_library
-from tf_conv_backprop._ops import BY_KEY
+from tf_conv_backprop._ops import BY_KEY, OPS
 
 
 def convert_padding(padding, expected_length=4):
@@ -109,8 +109,7 @@ def depthwise_conv2d_native_backprop_filter(input, filter_sizes, out_backprop, s
 depthwise_conv2d_backprop_input = depthwise_conv2d_native_backprop_input
 depthwise_conv2d_backprop_filter = depthwise_conv2d_native_backprop_filter
 
-# Public name -> function, for each namespace (TF 2.21's own exports).
-V1_NAMES = ("conv2d_backprop_input", "conv2d_backprop_filter",
-            "depthwise_conv2d_backprop_input", "depthwise_conv2d_backprop_filter",
-            "depthwise_conv2d_native_backprop_input", "depthwise_conv2d_native_backprop_filter")
-V2_NAMES = ("depthwise_conv2d_backprop_input", "depthwise_conv2d_backprop_filter")
+# The public names of each namespace, as TF 2.21 exports them: all in tf.compat.v1.nn,
+# the TF2 ones also in tf.nn and tf.compat.v2.nn.
+V1_NAMES = tuple(name for spec in OPS for name in spec.names)
+V2_NAMES = tuple(name for spec in OPS for name in spec.v2_names)
