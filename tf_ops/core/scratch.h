@@ -1,6 +1,6 @@
 // Scratch memory of the CPU engine. Every temporary buffer the engine and the
 // kernels allocate goes through ScratchAllocator, which counts the bytes in
-// flight, so the benchmark can report the peak scratch of a call (the issue's
+// flight, so the benchmark can report the peak scratch of a call (the engine's
 // bound: <= max(32 MiB, output size)). The counters live in core/scratch.cc, once
 // per process, shared by all instruction-set variants.
 #ifndef TF_CONV_BACKPROP_CORE_SCRATCH_H_

@@ -1,0 +1,36 @@
+report: build
+	$(PY) bench/report.py $(REPORT_ARGS)
+
+# Ours vs TF's built-ins on real-network layers (bench/shapes.py): table,
+# bench_out/bench.{json,png}.
+bench: build
+	$(PY) bench/bench.py $(BENCH_ARGS)
+
+# A platform wheel (manylinux tag from the library's symbol versions, see
+# build_tools/manylinux.py) built against the venv's TensorFlow, reusing $(BUILD_DIR);
+# setuptools' folders go to a temporary directory, so runs can overlap.
+WHEEL_ENV = TF_CONV_BACKPROP_BUILD_DIR=$(abspath $(BUILD_DIR)) TF_CONV_BACKPROP_BUILD_BASE=$$tmp
+wheel: build
+	mkdir -p $(DIST)
+	rm -f $(DIST)/tf_conv_backprop-*.whl
+	tmp=$$(mktemp -d) && $(WHEEL_ENV) $(PY) -m pip wheel -q --no-build-isolation --no-deps \
+	  -w $(DIST) .; rc=$$?; rm -rf $$tmp; exit $$rc
+	@ls -l $(DIST)/tf_conv_backprop-*.whl
+
+# Optional: build the library with Bazel (BUILD, WORKSPACE) against the venv's TF and
+# check it in TF. Needs `bazel` (Debian: apt-get install bazel-bootstrap).
+bazel-check: $(STAMP)
+	$(PY) build_tools/bazel_check.py --python $(abspath $(PY)) \
+	  --output-root $(abspath $(BUILD_DIR))/bazel
+
+# Installs the CUDA toolchain now (`make build` does it when needed, once).
+gpu-toolchain: $(TF_DEPS)
+	$(TF_PY) build_tools/cuda_toolchain.py install --build-dir $(BUILD_DIR) \
+	  --tools-dir $(CUDA_TOOLS) --clang $(CLANG_CUDA)
+
+# On a GPU machine with CUDA's nvcc and PyTorch but no TensorFlow (e.g. a borrowed
+# H200), from a plain checkout: builds the CUDA engine with that nvcc, checks every op on
+# random configurations against the float64 reference (NaN-filled outputs, bitwise
+# determinism), then times each op against cuDNN (PyTorch) on the benchmark shapes.
+gpu-check:
+	$(PYTHON) tests/core/gpu_check.py $(GPU_CHECK_ARGS)
