@@ -30,8 +30,7 @@ namespace {
 
 using tf_conv_backprop::ConvGeometry;
 using tf_conv_backprop::CpuContext;
-using tf_conv_backprop::Conv2DBackpropFilterCpu;
-using tf_conv_backprop::Conv2DBackpropInputCpu;
+using tf_conv_backprop::GradientCpu;
 namespace cpu = tf_conv_backprop::cpu;
 namespace naive = tf_conv_backprop::naive;
 
@@ -220,12 +219,12 @@ void CheckConfig(const ConvGeometry& g, uint64_t seed, Tally* tally) {
   for (int threads = 1; threads <= 3; ++threads) {
     Check<A>("Conv2DBackpropInputNhwc", g, seed, threads, g.input_elements, ref_dx,
              [&](const CpuContext& ctx, A* out) {
-               (void)Conv2DBackpropInputCpu<A>(ctx, g, w.data(), dy.data(), out);
+               (void)GradientCpu<A>(tf_conv_backprop::OpKind::kConv2DBackpropInput, ctx, g, w.data(), dy.data(), out);
              },
              tally);
     Check<A>("Conv2DBackpropFilterNhwc", g, seed, threads, g.filter_elements, ref_dw,
              [&](const CpuContext& ctx, A* out) {
-               (void)Conv2DBackpropFilterCpu<A>(ctx, g, x.data(), dy.data(), out);
+               (void)GradientCpu<A>(tf_conv_backprop::OpKind::kConv2DBackpropFilter, ctx, g, x.data(), dy.data(), out);
              },
              tally);
   }
@@ -266,10 +265,10 @@ void Bench() {
         return best;
       };
       const double t_bi = time([&] {
-        (void)Conv2DBackpropInputCpu<float>(ctx, g, w.data(), dy.data(), dx.data());
+        (void)GradientCpu<float>(tf_conv_backprop::OpKind::kConv2DBackpropInput, ctx, g, w.data(), dy.data(), dx.data());
       });
       const double t_bf = time([&] {
-        (void)Conv2DBackpropFilterCpu<float>(ctx, g, x.data(), dy.data(), dw.data());
+        (void)GradientCpu<float>(tf_conv_backprop::OpKind::kConv2DBackpropFilter, ctx, g, x.data(), dy.data(), dw.data());
       });
       std::printf("bench %s, %d thread(s): BI %.2f ms %.1f GFLOP/s, BF %.2f ms %.1f GFLOP/s\n",
                   l.name, threads, t_bi * 1e3, flops / t_bi * 1e-9, t_bf * 1e3,
@@ -292,8 +291,8 @@ void CheckBf16(bool input_grad, const ConvGeometry& g, uint64_t seed, Tally* tal
   std::vector<double> operand64(operand.begin(), operand.end()), dy64(dy.begin(), dy.end());
   const std::vector<double> ref = naive::Gradient(g, input_grad, operand64.data(), dy64.data());
   auto run = [&](const CpuContext& ctx, Bf16* out) {
-    return (input_grad ? Conv2DBackpropInputCpu<Bf16>(ctx, g, operand.data(), dy.data(), out)
-                       : Conv2DBackpropFilterCpu<Bf16>(ctx, g, operand.data(), dy.data(), out))
+    return (input_grad ? GradientCpu<Bf16>(tf_conv_backprop::OpKind::kConv2DBackpropInput, ctx, g, operand.data(), dy.data(), out)
+                       : GradientCpu<Bf16>(tf_conv_backprop::OpKind::kConv2DBackpropFilter, ctx, g, operand.data(), dy.data(), out))
         .ok();
   };
   std::vector<Bf16> out1(input_grad ? g.input_elements : g.filter_elements,
@@ -328,7 +327,7 @@ void CheckNonFiniteFilter(Tally* tally) {
     w[(0 * 3 + 0) * cin * 16 + 3 * 16 + 5] = std::numeric_limits<A>::infinity();  // tap (0,0), ci 3
     const std::vector<double> ref = naive::Gradient(g, true, w.data(), dy.data());
     std::vector<A> out(g.input_elements, A(0));
-    (void)Conv2DBackpropInputCpu<A>(MakeContext(2, false), g, w.data(), dy.data(), out.data());
+    (void)GradientCpu<A>(tf_conv_backprop::OpKind::kConv2DBackpropInput, MakeContext(2, false), g, w.data(), dy.data(), out.data());
     int64_t bad = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       const double o = out[i], r = ref[i];
@@ -378,7 +377,7 @@ void CheckBf16FilterPairs(Tally* tally) {
     const std::vector<double> ref = naive::Gradient(g, false, x64.data(), dy64.data());
     std::vector<Bf16> out(g.filter_elements, Bf16(std::numeric_limits<float>::quiet_NaN()));
     // Declines only where the variant is built without AVX-512 (the sanitizer build).
-    if (!Conv2DBackpropFilterCpu<Bf16>(MakeContext(2, false), g, x.data(), dy.data(), out.data()).ok()) continue;
+    if (!GradientCpu<Bf16>(tf_conv_backprop::OpKind::kConv2DBackpropFilter, MakeContext(2, false), g, x.data(), dy.data(), out.data()).ok()) continue;
     int64_t bad = 0, nonfinite = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       const double o = static_cast<float>(out[i]), r = ref[i];

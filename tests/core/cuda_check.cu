@@ -13,7 +13,7 @@
 //  * the output is pre-filled with NaN and guarded by sentinels on both sides, so an
 //    unwritten element or a write out of bounds fails;
 //  * the result is compared with tests/core/naive_reference.h (float64) on the same
-//    dtype-rounded inputs: relative error within DESIGN.md's tolerance;
+//    dtype-rounded inputs: relative error within the tolerance of its dtype (below);
 //  * it runs twice more, once with the same index type and once with the other, and
 //    all three outputs must be bitwise equal (determinism, and the 32-bit fast path
 //    computes exactly what the 64-bit one does).
@@ -354,13 +354,7 @@ Status RunEngine(OpKind op, const CudaContext& ctx, const ConvGeometry& g, const
   const T* a = static_cast<const T*>(data);
   const T* d = static_cast<const T*>(dy);
   T* o = static_cast<T*>(out);
-  switch (op) {
-    case OpKind::kConv2DBackpropInput: return Conv2DBackpropInputCuda<T>(ctx, g, a, d, o);
-    case OpKind::kConv2DBackpropFilter: return Conv2DBackpropFilterCuda<T>(ctx, g, a, d, o);
-    case OpKind::kDepthwiseBackpropInput: return DepthwiseBackpropInputCuda<T>(ctx, g, a, d, o);
-    case OpKind::kDepthwiseBackpropFilter: return DepthwiseBackpropFilterCuda<T>(ctx, g, a, d, o);
-  }
-  return Internal("unknown op");
+  return GradientCuda<T>(op, ctx, g, a, d, o);
 }
 
 Status RunDType(DType dtype, OpKind op, const CudaContext& ctx, const ConvGeometry& g, const void* data,

@@ -117,9 +117,9 @@ template <typename A>
 void Run(bool input_grad, const tcb::CpuContext& ctx, const tcb::ConvGeometry& g, const A* x_or_w,
          const A* dy, A* out) {
   if (input_grad) {
-    (void)tcb::DepthwiseBackpropInputCpu<A>(ctx, g, x_or_w, dy, out);
+    (void)tcb::GradientCpu<A>(tf_conv_backprop::OpKind::kDepthwiseBackpropInput, ctx, g, x_or_w, dy, out);
   } else {
-    (void)tcb::DepthwiseBackpropFilterCpu<A>(ctx, g, x_or_w, dy, out);
+    (void)tcb::GradientCpu<A>(tf_conv_backprop::OpKind::kDepthwiseBackpropFilter, ctx, g, x_or_w, dy, out);
   }
 }
 
@@ -193,8 +193,8 @@ bool CheckNchw(bool input_grad, const tcb::ConvGeometry& nhwc, int num_threads, 
     const tcb::CpuContext ctx = ThreadedContext(num_threads, run);
     A* out = run == 0 ? out1.data() : out2.data();
     applied &= input_grad
-                   ? tcb::DepthwiseBackpropInputCpu<A>(ctx, g, operand.data(), dy_nchw.data(), out).ok()
-                   : tcb::DepthwiseBackpropFilterCpu<A>(ctx, g, operand.data(), dy_nchw.data(), out).ok();
+                   ? tcb::GradientCpu<A>(tf_conv_backprop::OpKind::kDepthwiseBackpropInput, ctx, g, operand.data(), dy_nchw.data(), out).ok()
+                   : tcb::GradientCpu<A>(tf_conv_backprop::OpKind::kDepthwiseBackpropFilter, ctx, g, operand.data(), dy_nchw.data(), out).ok();
   }
   const std::vector<A> result = input_grad ? NchwToNhwc(out1.data(), g.batch, in_pixels, g.in_depth)
                                            : std::vector<A>(out1.begin(), out1.end());
@@ -228,7 +228,7 @@ bool CheckNchwInfiniteDy(int64_t stride) {
   const std::vector<A> x_nchw = NhwcToNchw(x, g.batch, in_pixels, g.in_depth);
   const std::vector<A> dy_nchw = NhwcToNchw(dy, g.batch, out_pixels, C);
   std::vector<A> out(g.filter_elements, A(0));
-  const bool applied = tcb::DepthwiseBackpropFilterCpu<A>(ThreadedContext(2, 0), g, x_nchw.data(),
+  const bool applied = tcb::GradientCpu<A>(tf_conv_backprop::OpKind::kDepthwiseBackpropFilter, ThreadedContext(2, 0), g, x_nchw.data(),
                                                            dy_nchw.data(), out.data()).ok();
   int64_t bad = applied ? 0 : 1;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -263,7 +263,7 @@ bool CheckNchwInfiniteFilter(int64_t stride, int64_t k) {
   const int64_t in_pixels = g.in_rows * g.in_cols, out_pixels = g.out_rows * g.out_cols;
   const std::vector<A> dy_nchw = NhwcToNchw(dy, g.batch, out_pixels, C);
   std::vector<A> out(g.input_elements, A(0));
-  const bool applied = tcb::DepthwiseBackpropInputCpu<A>(ThreadedContext(2, 0), g, w.data(), dy_nchw.data(),
+  const bool applied = tcb::GradientCpu<A>(tf_conv_backprop::OpKind::kDepthwiseBackpropInput, ThreadedContext(2, 0), g, w.data(), dy_nchw.data(),
                                                           out.data()).ok();
   const std::vector<A> result = NchwToNhwc(out.data(), g.batch, in_pixels, C);
   int64_t bad = 0;
@@ -315,10 +315,10 @@ void Benchmark() {
   std::vector<float> dx(g.input_elements), dw(g.filter_elements);
   const tcb::CpuContext ctx;  // single thread
   const double di = TimeMs(15, [&] {
-    (void)tcb::DepthwiseBackpropInputCpu<float>(ctx, g, w.data(), dy.data(), dx.data());
+    (void)tcb::GradientCpu<float>(tf_conv_backprop::OpKind::kDepthwiseBackpropInput, ctx, g, w.data(), dy.data(), dx.data());
   });
   const double df = TimeMs(15, [&] {
-    (void)tcb::DepthwiseBackpropFilterCpu<float>(ctx, g, x.data(), dy.data(), dw.data());
+    (void)tcb::GradientCpu<float>(tf_conv_backprop::OpKind::kDepthwiseBackpropFilter, ctx, g, x.data(), dy.data(), dw.data());
   });
   // Compulsory traffic: DI reads dy and writes dx; DF reads x and dy (filters are tiny).
   const double bytes = 4.0 * (g.input_elements + g.out_backprop_elements);

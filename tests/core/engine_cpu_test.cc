@@ -229,11 +229,11 @@ int64_t CheckGradients(const ConvGeometry& g, uint64_t seed, int threads, bool c
       tcb::ResetScratchPeak();
       tcb::Status s;
       if (g.depthwise) {
-        s = input_grad ? tcb::DepthwiseBackpropInputCpu<T>(ctx, g, w.data(), dy.data(), out[rep].data())
-                       : tcb::DepthwiseBackpropFilterCpu<T>(ctx, g, x.data(), dy.data(), out[rep].data());
+        s = input_grad ? tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kDepthwiseBackpropInput, ctx, g, w.data(), dy.data(), out[rep].data())
+                       : tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kDepthwiseBackpropFilter, ctx, g, x.data(), dy.data(), out[rep].data());
       } else {
-        s = input_grad ? tcb::Conv2DBackpropInputCpu<T>(ctx, g, w.data(), dy.data(), out[rep].data())
-                       : tcb::Conv2DBackpropFilterCpu<T>(ctx, g, x.data(), dy.data(), out[rep].data());
+        s = input_grad ? tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kConv2DBackpropInput, ctx, g, w.data(), dy.data(), out[rep].data())
+                       : tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kConv2DBackpropFilter, ctx, g, x.data(), dy.data(), out[rep].data());
       }
       peak = std::max(peak, tcb::ScratchPeakBytes());
       EXPECT(s.ok(), "%s status %s", TypeName<T>(), s.message.c_str());

@@ -403,11 +403,11 @@ void RunOne(int type_index, bool input_grad, const tcb::ConvGeometry& g, const t
   std::vector<T> out(out_elements, static_cast<T>(std::numeric_limits<float>::quiet_NaN()));
   tcb::Status s;
   if (g.depthwise) {
-    s = input_grad ? tcb::DepthwiseBackpropInputCpu<T>(ctx, g, wt.data(), dyt.data(), out.data())
-                   : tcb::DepthwiseBackpropFilterCpu<T>(ctx, g, xt.data(), dyt.data(), out.data());
+    s = input_grad ? tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kDepthwiseBackpropInput, ctx, g, wt.data(), dyt.data(), out.data())
+                   : tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kDepthwiseBackpropFilter, ctx, g, xt.data(), dyt.data(), out.data());
   } else {
-    s = input_grad ? tcb::Conv2DBackpropInputCpu<T>(ctx, g, wt.data(), dyt.data(), out.data())
-                   : tcb::Conv2DBackpropFilterCpu<T>(ctx, g, xt.data(), dyt.data(), out.data());
+    s = input_grad ? tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kConv2DBackpropInput, ctx, g, wt.data(), dyt.data(), out.data())
+                   : tcb::GradientCpu<T>(tf_conv_backprop::OpKind::kConv2DBackpropFilter, ctx, g, xt.data(), dyt.data(), out.data());
   }
   const std::string what = std::string(input_grad ? "input" : "filter") + " gradient <" + TypeName(type_index) + ">";
   if (!s.ok()) Fail(what + " failed on a small valid geometry: " + s.message, where);

@@ -131,13 +131,7 @@ double RunAgainstReference(OpKind op, const ConvGeometry& g, uint64_t seed) {
   const std::vector<T> a = nchw && !input_grad ? Transposed(operand, g.batch, in_pixels, g.in_depth, true) : operand;
   const std::vector<T> b = nchw ? Transposed(dy, g.batch, out_pixels, g.out_depth, true) : dy;
   std::vector<T> out(ref.size(), static_cast<T>(std::numeric_limits<float>::quiet_NaN()));
-  tcb::Status status;
-  switch (op) {
-    case OpKind::kConv2DBackpropInput: status = tcb::Conv2DBackpropInputCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
-    case OpKind::kConv2DBackpropFilter: status = tcb::Conv2DBackpropFilterCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
-    case OpKind::kDepthwiseBackpropInput: status = tcb::DepthwiseBackpropInputCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
-    case OpKind::kDepthwiseBackpropFilter: status = tcb::DepthwiseBackpropFilterCpu<T>(Serial(), g, a.data(), b.data(), out.data()); break;
-  }
+  const tcb::Status status = tcb::GradientCpu<T>(op, Serial(), g, a.data(), b.data(), out.data());
   if (!status.ok()) return std::numeric_limits<double>::infinity();
   if (nchw && input_grad) out = Transposed(out, g.batch, in_pixels, g.in_depth, false);
   double scale = 1e-30, err = 0;

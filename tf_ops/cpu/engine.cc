@@ -267,38 +267,18 @@ Status FilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo,
 }  // namespace
 
 template <typename T>
-Status Conv2DBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
-                              const T* out_backprop, T* in_backprop) {
-  return InputGradient(OpKind::kConv2DBackpropInput, ctx, geo, filter, out_backprop, in_backprop);
+Status GradientCpu(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* a, const T* b,
+                   T* out) {
+  return ComputesInputGrad(op) ? InputGradient(op, ctx, geo, a, b, out) : FilterGradient(op, ctx, geo, a, b, out);
 }
 
-template <typename T>
-Status Conv2DBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
-                               const T* out_backprop, T* filter_backprop) {
-  return FilterGradient(OpKind::kConv2DBackpropFilter, ctx, geo, input, out_backprop, filter_backprop);
-}
-
-template <typename T>
-Status DepthwiseBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
-                                 const T* out_backprop, T* in_backprop) {
-  return InputGradient(OpKind::kDepthwiseBackpropInput, ctx, geo, filter, out_backprop, in_backprop);
-}
-
-template <typename T>
-Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
-                                  const T* out_backprop, T* filter_backprop) {
-  return FilterGradient(OpKind::kDepthwiseBackpropFilter, ctx, geo, input, out_backprop, filter_backprop);
-}
-
-#define TF_CONV_BACKPROP_INSTANTIATE(T)                                                              \
-  template Status Conv2DBackpropInputCpu<T>(const CpuContext&, const ConvGeometry&, const T*, const T*, T*); \
-  template Status Conv2DBackpropFilterCpu<T>(const CpuContext&, const ConvGeometry&, const T*, const T*, T*); \
-  template Status DepthwiseBackpropInputCpu<T>(const CpuContext&, const ConvGeometry&, const T*, const T*, T*); \
-  template Status DepthwiseBackpropFilterCpu<T>(const CpuContext&, const ConvGeometry&, const T*, const T*, T*);
-TF_CONV_BACKPROP_INSTANTIATE(Eigen::half)
-TF_CONV_BACKPROP_INSTANTIATE(Eigen::bfloat16)
-TF_CONV_BACKPROP_INSTANTIATE(float)
-TF_CONV_BACKPROP_INSTANTIATE(double)
-#undef TF_CONV_BACKPROP_INSTANTIATE
+template Status GradientCpu<Eigen::half>(OpKind, const CpuContext&, const ConvGeometry&, const Eigen::half*,
+                                         const Eigen::half*, Eigen::half*);
+template Status GradientCpu<Eigen::bfloat16>(OpKind, const CpuContext&, const ConvGeometry&,
+                                             const Eigen::bfloat16*, const Eigen::bfloat16*, Eigen::bfloat16*);
+template Status GradientCpu<float>(OpKind, const CpuContext&, const ConvGeometry&, const float*, const float*,
+                                   float*);
+template Status GradientCpu<double>(OpKind, const CpuContext&, const ConvGeometry&, const double*,
+                                    const double*, double*);
 
 }  // namespace tf_conv_backprop

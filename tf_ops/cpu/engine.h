@@ -29,22 +29,15 @@ struct CpuContext {
   }
 };
 
-// T is Eigen::half, Eigen::bfloat16, float or double. All tensors are in
-// geo.data_format order (the filter is always HWIO / HW-C-multiplier). The output
-// is fully written, zeros for empty reductions. Half and bfloat16 accumulate in
-// float, float in float, double in double.
+// The gradient `op` on the CPU: (a, b) -> out is (filter, dy) -> dx for the input
+// gradients, (x, dy) -> dW for the filter gradients. T is Eigen::half,
+// Eigen::bfloat16, float or double. All tensors are in geo.data_format order (the
+// filter is always HWIO / HW-C-multiplier). The output is fully written, zeros for
+// empty reductions. Half and bfloat16 accumulate in float, float in float, double in
+// double.
 template <typename T>
-Status Conv2DBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
-                              const T* out_backprop, T* in_backprop);
-template <typename T>
-Status Conv2DBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
-                               const T* out_backprop, T* filter_backprop);
-template <typename T>
-Status DepthwiseBackpropInputCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
-                                 const T* out_backprop, T* in_backprop);
-template <typename T>
-Status DepthwiseBackpropFilterCpu(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
-                                  const T* out_backprop, T* filter_backprop);
+Status GradientCpu(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* a, const T* b,
+                   T* out);
 
 }  // namespace tf_conv_backprop
 

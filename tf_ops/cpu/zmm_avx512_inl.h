@@ -17,6 +17,21 @@ namespace cpu {
 namespace TCB_ISA {
 namespace {
 
+// The members whose intrinsics differ only in their _ps / _pd suffix. Masked-off
+// lanes are neither read (no fault) nor summed; Stream needs p 64-byte aligned.
+#define TCB_ZMM_ARITHMETIC(Scalar, sfx)                                                               \
+  static Vec Zero() { return _mm512_setzero_##sfx(); }                                               \
+  static Vec Load(const Scalar* p) { return _mm512_loadu_##sfx(p); }                                 \
+  static Vec Broadcast(Scalar v) { return _mm512_set1_##sfx(v); }                                    \
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_##sfx(a, b, c); }                        \
+  static Vec Add(Vec a, Vec b) { return _mm512_add_##sfx(a, b); }                                    \
+  static void Store(Scalar* p, Vec v) { _mm512_storeu_##sfx(p, v); }                                 \
+  static Vec LoadMasked(Mask m, const Scalar* p) { return _mm512_maskz_loadu_##sfx(m, p); }          \
+  static Vec FmaMasked(Vec a, Vec b, Vec c, Mask m) { return _mm512_mask3_fmadd_##sfx(a, b, c, m); } \
+  static void StoreMasked(Scalar* p, Mask m, Vec v) { _mm512_mask_storeu_##sfx(p, m, v); }           \
+  static void Stream(Scalar* p, Vec v) { _mm512_stream_##sfx(p, v); }                                \
+  static Scalar Sum(Vec v) { return _mm512_reduce_add_##sfx(v); }
+
 template <typename T>
 struct Zmm;
 template <>
@@ -24,18 +39,7 @@ struct Zmm<float> {
   using Vec = __m512;
   using Mask = __mmask16;
   static constexpr int kLanes = 16;
-  static Vec Zero() { return _mm512_setzero_ps(); }
-  static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
-  static Vec Broadcast(float v) { return _mm512_set1_ps(v); }
-  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-  static Vec Add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
-  static void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
-  // Masked-off lanes are neither read (no fault) nor summed.
-  static Vec LoadMasked(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
-  static Vec FmaMasked(Vec a, Vec b, Vec c, Mask m) { return _mm512_mask3_fmadd_ps(a, b, c, m); }
-  static void StoreMasked(float* p, Mask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
-  static void Stream(float* p, Vec v) { _mm512_stream_ps(p, v); }  // p 64-byte aligned
-  static float Sum(Vec v) { return _mm512_reduce_add_ps(v); }
+  TCB_ZMM_ARITHMETIC(float, ps)
   // Lanes 0..L/2-1 of a and b interleaved (a0 b0 a1 b1 ...), and the upper halves.
   static Vec InterleaveLow(Vec a, Vec b) {
     return _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
@@ -57,17 +61,7 @@ struct Zmm<double> {
   using Vec = __m512d;
   using Mask = __mmask8;
   static constexpr int kLanes = 8;
-  static Vec Zero() { return _mm512_setzero_pd(); }
-  static Vec Load(const double* p) { return _mm512_loadu_pd(p); }
-  static Vec Broadcast(double v) { return _mm512_set1_pd(v); }
-  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a, b, c); }
-  static Vec Add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
-  static void Store(double* p, Vec v) { _mm512_storeu_pd(p, v); }
-  static Vec LoadMasked(Mask m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
-  static Vec FmaMasked(Vec a, Vec b, Vec c, Mask m) { return _mm512_mask3_fmadd_pd(a, b, c, m); }
-  static void StoreMasked(double* p, Mask m, Vec v) { _mm512_mask_storeu_pd(p, m, v); }
-  static void Stream(double* p, Vec v) { _mm512_stream_pd(p, v); }
-  static double Sum(Vec v) { return _mm512_reduce_add_pd(v); }
+  TCB_ZMM_ARITHMETIC(double, pd)
   static Vec InterleaveLow(Vec a, Vec b) {
     return _mm512_permutex2var_pd(a, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), b);
   }
@@ -105,5 +99,7 @@ typename Zmm<T>::Mask LaneRange(int64_t lo, int64_t hi, int64_t base) {
 }  // namespace TCB_ISA
 }  // namespace cpu
 }  // namespace tf_conv_backprop
+
+#undef TCB_ZMM_ARITHMETIC
 
 #endif  // TF_CONV_BACKPROP_CPU_ZMM_AVX512_INL_H_

@@ -139,6 +139,47 @@ __device__ __forceinline__ void ForEachPhaseTap(const Conv2DParams<Index>& p, co
   }
 }
 
+// fn(ph, m0, n0) for this block's tiles of an input gradient: (phase, tile of kM
+// pixels of the phase, tile of kN input channels) in grid-stride order, pixel tiles
+// past the phase's pixels skipped (uniformly over the block).
+template <int kM, int kN, typename Index, typename Fn>
+__device__ __forceinline__ void ForEachInputTile(const Conv2DParams<Index>& p, Index phases, Index m_tiles,
+                                                 Index n_tiles, Fn fn) {
+  for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
+    const Phase<Index> ph = PhaseOf(p, phase);
+    for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
+      for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
+        const Index m0 = tile_m * kM;
+        if (m0 >= ph.pixels) break;
+        fn(ph, m0, static_cast<Index>(tile_n * kN));
+      }
+    }
+  }
+}
+
+// fn(tap, split, dh, dw, p_begin, p_end, m0, n0) for this block's tiles of a filter
+// gradient: (tap, split of the pixels [p_begin, p_end), tile of kM input channels,
+// tile of kN output channels) in grid-stride order; (dh, dw) is the tap's offset
+// from an output pixel's position to the input pixel it reads.
+template <int kM, int kN, typename Index, typename Fn>
+__device__ __forceinline__ void ForEachFilterTile(const Conv2DParams<Index>& p, Index taps, Index splits,
+                                                  Index m_tiles, Index n_tiles, Fn fn) {
+  const Index pixels = p.batch * p.out_rows * p.out_cols;
+  for (Index z = blockIdx.z; z < taps * splits; z += gridDim.z) {
+    const Index tap = z % taps, split = z / taps;
+    const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
+    const Index dh = kh * p.dilation_rows - p.pad_top, dw = kw * p.dilation_cols - p.pad_left;
+    const Index p_begin = split * p.pixels_per_split;
+    const Index p_end = Min<Index>(pixels, p_begin + p.pixels_per_split);
+    for (Index tile_m = blockIdx.y; tile_m < m_tiles; tile_m += gridDim.y) {
+      for (Index tile_n = blockIdx.x; tile_n < n_tiles; tile_n += gridDim.x) {
+        fn(tap, split, dh, dw, p_begin, p_end, static_cast<Index>(tile_m * kM),
+           static_cast<Index>(tile_n * kN));
+      }
+    }
+  }
+}
+
 // Loads 4 consecutive elements [k, k + 4) of a row of `limit` elements as Acc,
 // zeros past the end (or everywhere when !ok).
 template <bool kVec, typename T, typename Index>
@@ -214,58 +255,50 @@ __global__ void __launch_bounds__(kThreads)
   const int load_row = tid % 64, load_k = (tid / 64) * 4;
   const Index cin = p.in_depth, cout = p.out_depth;
 
-  for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
-    const Phase<Index> ph = PhaseOf(p, phase);
-    for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
-      for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
-        const Index m0 = tile_m * kTileM;
-        if (m0 >= ph.pixels) break;  // uniform over the block
-        const Index n0 = tile_n * kTileN;
+  ForEachInputTile<kTileM, kTileN>(p, phases, m_tiles, n_tiles, [&](const Phase<Index>& ph, Index m0, Index n0) {
 
-        // This thread's A row: one input pixel of the phase.
-        const Index m = m0 + load_row;
-        const bool row_ok = m < ph.pixels;
-        Index img = 0, ra = 0, cb = 0;
-        if (row_ok) Locate(ph, m, &img, &ra, &cb);
-        // This thread's B row: one input channel.
-        const Index ci_load = n0 + load_row;
-        const bool ci_ok = ci_load < cin;
+    // This thread's A row: one input pixel of the phase.
+    const Index m = m0 + load_row;
+    const bool row_ok = m < ph.pixels;
+    Index img = 0, ra = 0, cb = 0;
+    if (row_ok) Locate(ph, m, &img, &ra, &cb);
+    // This thread's B row: one input channel.
+    const Index ci_load = n0 + load_row;
+    const bool ci_ok = ci_load < cin;
 
-        A acc[4][4];
+    A acc[4][4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
+      for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
 
-        ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
-          const T* dy_row = dy + dy_pixel * cout;
-          const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
-          for (Index k0 = 0; k0 < cout; k0 += kTileK) {
-            A va[4], vb[4];
-            LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, va);
-            LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, vb);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              as[load_k + i][load_row] = va[i];
-              bs[load_k + i][load_row] = vb[i];
-            }
-            __syncthreads();
-            MultiplyTile(as, bs, ty, tx, acc);
-            __syncthreads();
-          }
-        });
-
-        // Epilogue: rows ty*4 + i of the tile, channels n0 + tx*4 + [0, 4).
+    ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
+      const T* dy_row = dy + dy_pixel * cout;
+      const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
+      for (Index k0 = 0; k0 < cout; k0 += kTileK) {
+        A va[4], vb[4];
+        LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, va);
+        LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, vb);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const Index mm = m0 + ty * 4 + i;
-          if (mm >= ph.pixels) break;
-          T* out = dx + DxOffset(p, ph, mm, cin);
-          StoreQuad<kVec>(out, static_cast<Index>(n0 + tx * 4), cin, acc[i]);
+          as[load_k + i][load_row] = va[i];
+          bs[load_k + i][load_row] = vb[i];
         }
+        __syncthreads();
+        MultiplyTile(as, bs, ty, tx, acc);
+        __syncthreads();
       }
+    });
+
+    // Epilogue: rows ty*4 + i of the tile, channels n0 + tx*4 + [0, 4).
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const Index mm = m0 + ty * 4 + i;
+      if (mm >= ph.pixels) break;
+      T* out = dx + DxOffset(p, ph, mm, cin);
+      StoreQuad<kVec>(out, static_cast<Index>(n0 + tx * 4), cin, acc[i]);
     }
-  }
+  });
 }
 
 // ---- filter gradient -----------------------------------------------------------
@@ -283,60 +316,51 @@ __global__ void __launch_bounds__(kThreads)
   // Loader roles: 4 consecutive channels of one pixel.
   const int load_c = (tid % 16) * 4, load_k = tid / 16;
   const Index cin = p.in_depth, cout = p.out_depth;
-  const Index pixels = p.batch * p.out_rows * p.out_cols;
   const Index filter_elements = taps * cin * cout;
 
-  for (Index z = blockIdx.z; z < taps * splits; z += gridDim.z) {
-    const Index tap = z % taps, split = z / taps;
-    const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
-    const Index dh = kh * p.dilation_rows - p.pad_top, dw = kw * p.dilation_cols - p.pad_left;
-    const Index p_begin = split * p.pixels_per_split;
-    const Index p_end = Min<Index>(pixels, p_begin + p.pixels_per_split);
-    for (Index tile_m = blockIdx.y; tile_m < m_tiles; tile_m += gridDim.y) {
-      for (Index tile_n = blockIdx.x; tile_n < n_tiles; tile_n += gridDim.x) {
-        const Index m0 = tile_m * kTileM, n0 = tile_n * kTileN;
-        A acc[4][4];
+  ForEachFilterTile<kTileM, kTileN>(p, taps, splits, m_tiles, n_tiles,
+                             [&](Index tap, Index split, Index dh, Index dw, Index p_begin,
+                                 Index p_end, Index m0, Index n0) {
+    A acc[4][4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
+      for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
 
-        for (Index k0 = p_begin; k0 < p_end; k0 += kTileK) {
-          const Index pix = k0 + load_k;
-          bool ok = pix < p_end;
-          Index img = 0, oh = 0, ow = 0;
-          if (ok) {
-            img = pix / (p.out_rows * p.out_cols);
-            const Index rem = pix - img * (p.out_rows * p.out_cols);
-            oh = rem / p.out_cols;
-            ow = rem - oh * p.out_cols;
-          }
-          const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
-          const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
-          const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
-          const T* dy_row = dy + (ok ? pix * cout : Index(0));
-          A va[4], vb[4];
-          LoadQuad<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, va);
-          LoadQuad<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, vb);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            as[load_k][load_c + i] = va[i];
-            bs[load_k][load_c + i] = vb[i];
-          }
-          __syncthreads();
-          MultiplyTile(as, bs, ty, tx, acc);
-          __syncthreads();
-        }
-
-        Out* base = out + split * filter_elements + tap * cin * cout;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const Index ci = m0 + ty * 4 + i;
-          if (ci < cin) StoreQuad<kVec>(base + ci * cout, static_cast<Index>(n0 + tx * 4), cout, acc[i]);
-        }
+    for (Index k0 = p_begin; k0 < p_end; k0 += kTileK) {
+      const Index pix = k0 + load_k;
+      bool ok = pix < p_end;
+      Index img = 0, oh = 0, ow = 0;
+      if (ok) {
+        img = pix / (p.out_rows * p.out_cols);
+        const Index rem = pix - img * (p.out_rows * p.out_cols);
+        oh = rem / p.out_cols;
+        ow = rem - oh * p.out_cols;
       }
+      const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
+      const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
+      const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
+      const T* dy_row = dy + (ok ? pix * cout : Index(0));
+      A va[4], vb[4];
+      LoadQuad<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, va);
+      LoadQuad<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, vb);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        as[load_k][load_c + i] = va[i];
+        bs[load_k][load_c + i] = vb[i];
+      }
+      __syncthreads();
+      MultiplyTile(as, bs, ty, tx, acc);
+      __syncthreads();
     }
-  }
+
+    Out* base = out + split * filter_elements + tap * cin * cout;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const Index ci = m0 + ty * 4 + i;
+      if (ci < cin) StoreQuad<kVec>(base + ci * cout, static_cast<Index>(n0 + tx * 4), cout, acc[i]);
+    }
+  });
 }
 
 // ---- tensor-core kernels (half, bfloat16) ----------------------------------------
@@ -416,63 +440,55 @@ __global__ void __launch_bounds__(kTcThreads)
   const int load_row = tid / 2, load_k = (tid % 2) * 16;
   const Index cin = p.in_depth, cout = p.out_depth;
 
-  for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
-    const Phase<Index> ph = PhaseOf(p, phase);
-    for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
-      for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
-        const Index m0 = tile_m * kTcM;
-        if (m0 >= ph.pixels) break;  // uniform over the block
-        const Index n0 = tile_n * kTcN;
-        const Index m = m0 + load_row;
-        const bool row_ok = m < ph.pixels;
-        Index img = 0, ra = 0, cb = 0;
-        if (row_ok) Locate(ph, m, &img, &ra, &cb);
-        const Index ci_load = n0 + load_row;
-        const bool ci_ok = ci_load < cin;
+  ForEachInputTile<kTcM, kTcN>(p, phases, m_tiles, n_tiles, [&](const Phase<Index>& ph, Index m0, Index n0) {
+    const Index m = m0 + load_row;
+    const bool row_ok = m < ph.pixels;
+    Index img = 0, ra = 0, cb = 0;
+    if (row_ok) Locate(ph, m, &img, &ra, &cb);
+    const Index ci_load = n0 + load_row;
+    const bool ci_ok = ci_load < cin;
 
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-          for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+      for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
-        ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
-          const T* dy_row = dy + dy_pixel * cout;
-          const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
-          for (Index k0 = 0; k0 < cout; k0 += kTcK) {
-            Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, as + load_row * kTcLdK + load_k);
-            Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, bs + load_row * kTcLdK + load_k);
-            __syncthreads();
-#pragma unroll
-            for (int kk = 0; kk < kTcK; kk += 16) {
-              wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
-              wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[2];
-#pragma unroll
-              for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + (wm * 32 + 16 * i) * kTcLdK + kk, kTcLdK);
-#pragma unroll
-              for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + (wn * 32 + 16 * j) * kTcLdK + kk, kTcLdK);
-#pragma unroll
-              for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-            }
-            __syncthreads();
-          }
-        });
-
-        StageAccumulators(cs, wm, wn, acc);
+    ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
+      const T* dy_row = dy + dy_pixel * cout;
+      const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
+      for (Index k0 = 0; k0 < cout; k0 += kTcK) {
+        Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, as + load_row * kTcLdK + load_k);
+        Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, bs + load_row * kTcLdK + load_k);
         __syncthreads();
-        // Thread: row tid / 2 of the tile, 32 channels from (tid % 2) * 32.
-        const Index mm = m0 + tid / 2;
-        if (mm < ph.pixels) {
-          T* out = dx + DxOffset(p, ph, mm, cin);
-          StoreRow32<kVec>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
-                           cin);
+#pragma unroll
+        for (int kk = 0; kk < kTcK; kk += 16) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[2];
+#pragma unroll
+          for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + (wm * 32 + 16 * i) * kTcLdK + kk, kTcLdK);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + (wn * 32 + 16 * j) * kTcLdK + kk, kTcLdK);
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
-        __syncthreads();  // cs is rewritten by the next tile
+        __syncthreads();
       }
+    });
+
+    StageAccumulators(cs, wm, wn, acc);
+    __syncthreads();
+    // Thread: row tid / 2 of the tile, 32 channels from (tid % 2) * 32.
+    const Index mm = m0 + tid / 2;
+    if (mm < ph.pixels) {
+      T* out = dx + DxOffset(p, ph, mm, cin);
+      StoreRow32<kVec>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
+                       cin);
     }
-  }
+    __syncthreads();  // cs is rewritten by the next tile
+  });
 }
 
 template <typename T, typename Out, typename Index, bool kVec>
@@ -486,69 +502,60 @@ __global__ void __launch_bounds__(kTcThreads)
   const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
   const int load_k = tid / 4, load_c = (tid % 4) * 16;  // pixel of the step, 16 channels
   const Index cin = p.in_depth, cout = p.out_depth;
-  const Index pixels = p.batch * p.out_rows * p.out_cols;
   const Index filter_elements = taps * cin * cout;
 
-  for (Index z = blockIdx.z; z < taps * splits; z += gridDim.z) {
-    const Index tap = z % taps, split = z / taps;
-    const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
-    const Index dh = kh * p.dilation_rows - p.pad_top, dw = kw * p.dilation_cols - p.pad_left;
-    const Index p_begin = split * p.pixels_per_split;
-    const Index p_end = Min<Index>(pixels, p_begin + p.pixels_per_split);
-    for (Index tile_m = blockIdx.y; tile_m < m_tiles; tile_m += gridDim.y) {
-      for (Index tile_n = blockIdx.x; tile_n < n_tiles; tile_n += gridDim.x) {
-        const Index m0 = tile_m * kTcM, n0 = tile_n * kTcN;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  ForEachFilterTile<kTcM, kTcN>(p, taps, splits, m_tiles, n_tiles,
+                             [&](Index tap, Index split, Index dh, Index dw, Index p_begin,
+                                 Index p_end, Index m0, Index n0) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+    for (Index k0 = p_begin; k0 < p_end; k0 += kTcK) {
+      const Index pix = k0 + load_k;
+      const bool ok = pix < p_end;
+      Index img = 0, oh = 0, ow = 0;
+      if (ok) {
+        img = pix / (p.out_rows * p.out_cols);
+        const Index rem = pix - img * (p.out_rows * p.out_cols);
+        oh = rem / p.out_cols;
+        ow = rem - oh * p.out_cols;
+      }
+      const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
+      const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
+      const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
+      const T* dy_row = dy + (ok ? pix * cout : Index(0));
+      Copy16<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, as + load_k * kTcLdMN + load_c);
+      Copy16<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, bs + load_k * kTcLdMN + load_c);
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < kTcK; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a[2];
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + kk * kTcLdMN + wm * 32 + 16 * i, kTcLdMN);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + kk * kTcLdMN + wn * 32 + 16 * j, kTcLdMN);
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
-          for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-
-        for (Index k0 = p_begin; k0 < p_end; k0 += kTcK) {
-          const Index pix = k0 + load_k;
-          const bool ok = pix < p_end;
-          Index img = 0, oh = 0, ow = 0;
-          if (ok) {
-            img = pix / (p.out_rows * p.out_cols);
-            const Index rem = pix - img * (p.out_rows * p.out_cols);
-            oh = rem / p.out_cols;
-            ow = rem - oh * p.out_cols;
-          }
-          const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
-          const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
-          const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
-          const T* dy_row = dy + (ok ? pix * cout : Index(0));
-          Copy16<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, as + load_k * kTcLdMN + load_c);
-          Copy16<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, bs + load_k * kTcLdMN + load_c);
-          __syncthreads();
-#pragma unroll
-          for (int kk = 0; kk < kTcK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + kk * kTcLdMN + wm * 32 + 16 * i, kTcLdMN);
-#pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + kk * kTcLdMN + wn * 32 + 16 * j, kTcLdMN);
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-              for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-          }
-          __syncthreads();
-        }
-
-        StageAccumulators(cs, wm, wn, acc);
-        __syncthreads();
-        const Index ci = m0 + tid / 2;
-        if (ci < cin) {
-          Out* row = out + split * filter_elements + (tap * cin + ci) * cout;
-          StoreRow32<kVec>(row, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
-                           cout);
-        }
-        __syncthreads();
+          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
       }
+      __syncthreads();
     }
-  }
+
+    StageAccumulators(cs, wm, wn, acc);
+    __syncthreads();
+    const Index ci = m0 + tid / 2;
+    if (ci < cin) {
+      Out* row = out + split * filter_elements + (tap * cin + ci) * cout;
+      StoreRow32<kVec>(row, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
+                       cout);
+    }
+    __syncthreads();
+  });
 }
 
 template <typename T>
@@ -648,12 +655,7 @@ Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, cons
   template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const T*, const T*, T*); \
   template Status Conv2DBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const SplitPlan&,      \
                                                      const T*, const T*, T*, void*);
-#define TCB_INSTANTIATE_BOTH(T) TCB_INSTANTIATE(T, int32_t) TCB_INSTANTIATE(T, int64_t)
-TCB_INSTANTIATE_BOTH(__half)
-TCB_INSTANTIATE_BOTH(__nv_bfloat16)
-TCB_INSTANTIATE_BOTH(float)
-TCB_INSTANTIATE_BOTH(double)
-#undef TCB_INSTANTIATE_BOTH
+TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
 
 }  // namespace cuda

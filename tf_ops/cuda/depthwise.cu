@@ -408,12 +408,7 @@ Status DepthwiseBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, c
   template Status DepthwiseBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const T*, const T*, T*); \
   template Status DepthwiseBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const SplitPlan&,      \
                                                         const T*, const T*, T*, void*);
-#define TCB_INSTANTIATE_BOTH(T) TCB_INSTANTIATE(T, int32_t) TCB_INSTANTIATE(T, int64_t)
-TCB_INSTANTIATE_BOTH(__half)
-TCB_INSTANTIATE_BOTH(__nv_bfloat16)
-TCB_INSTANTIATE_BOTH(float)
-TCB_INSTANTIATE_BOTH(double)
-#undef TCB_INSTANTIATE_BOTH
+TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
 
 }  // namespace cuda

@@ -220,49 +220,21 @@ bool CudaIndexFitsInt32(const ConvGeometry& g) {
 }
 
 template <typename T>
-Status Conv2DBackpropInputCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* filter,
-                               const T* out_backprop, T* in_backprop) {
-  return cuda::Run(OpKind::kConv2DBackpropInput, ctx, geo, filter, out_backprop, in_backprop);
-}
-
-template <typename T>
-Status Conv2DBackpropFilterCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* input,
-                                const T* out_backprop, T* filter_backprop) {
-  return cuda::Run(OpKind::kConv2DBackpropFilter, ctx, geo, input, out_backprop, filter_backprop);
-}
-
-template <typename T>
-Status DepthwiseBackpropInputCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* filter,
-                                  const T* out_backprop, T* in_backprop) {
-  return cuda::Run(OpKind::kDepthwiseBackpropInput, ctx, geo, filter, out_backprop, in_backprop);
-}
-
-template <typename T>
-Status DepthwiseBackpropFilterCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* input,
-                                   const T* out_backprop, T* filter_backprop) {
-  return cuda::Run(OpKind::kDepthwiseBackpropFilter, ctx, geo, input, out_backprop, filter_backprop);
+Status GradientCuda(OpKind op, const CudaContext& ctx, const ConvGeometry& geo, const T* a, const T* b,
+                    T* out) {
+  return cuda::Run(op, ctx, geo, a, b, out);
 }
 
 namespace cuda {
 #define TCB_INSTANTIATE(T, Index)                                                                            \
   template Status SumSplits<T, Index>(cudaStream_t, const Acc<T>*, int64_t, int64_t, T*);                  \
   template Status Transpose<T, Index>(cudaStream_t, int64_t, int64_t, int64_t, const T*, T*);
-#define TCB_INSTANTIATE_BOTH(T) TCB_INSTANTIATE(T, int32_t) TCB_INSTANTIATE(T, int64_t)
-TCB_INSTANTIATE_BOTH(__half)
-TCB_INSTANTIATE_BOTH(__nv_bfloat16)
-TCB_INSTANTIATE_BOTH(float)
-TCB_INSTANTIATE_BOTH(double)
-#undef TCB_INSTANTIATE_BOTH
+TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
 }  // namespace cuda
 
-#define TCB_INSTANTIATE(T)                                                                                     \
-  template Status Conv2DBackpropInputCuda<T>(const CudaContext&, const ConvGeometry&, const T*, const T*, T*);  \
-  template Status Conv2DBackpropFilterCuda<T>(const CudaContext&, const ConvGeometry&, const T*, const T*, T*); \
-  template Status DepthwiseBackpropInputCuda<T>(const CudaContext&, const ConvGeometry&, const T*, const T*,    \
-                                                T*);                                                           \
-  template Status DepthwiseBackpropFilterCuda<T>(const CudaContext&, const ConvGeometry&, const T*, const T*,   \
-                                                 T*);
+#define TCB_INSTANTIATE(T) \
+  template Status GradientCuda<T>(OpKind, const CudaContext&, const ConvGeometry&, const T*, const T*, T*);
 TCB_INSTANTIATE(__half)
 TCB_INSTANTIATE(__nv_bfloat16)
 TCB_INSTANTIATE(float)

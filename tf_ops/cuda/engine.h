@@ -37,22 +37,15 @@ struct CudaContext {
   bool force_int64_index = false;
 };
 
-// T is __half, __nv_bfloat16, float or double; half and bfloat16 accumulate in
-// float. Tensors are in geo.data_format order, the filter is always HWIO (depthwise:
-// [rows, cols, in_depth, depth_multiplier]); all pointers are device pointers. The
-// output is fully written: zeros where the reduction is empty.
+// The gradient `op` on the GPU: (a, b) -> out is (filter, dy) -> dx for the input
+// gradients, (x, dy) -> dW for the filter gradients. T is __half, __nv_bfloat16,
+// float or double; half and bfloat16 accumulate in float. Tensors are in
+// geo.data_format order, the filter is always HWIO (depthwise: [rows, cols, in_depth,
+// depth_multiplier]); all pointers are device pointers. The output is fully written:
+// zeros where the reduction is empty.
 template <typename T>
-Status Conv2DBackpropInputCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* filter,
-                               const T* out_backprop, T* in_backprop);
-template <typename T>
-Status Conv2DBackpropFilterCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* input,
-                                const T* out_backprop, T* filter_backprop);
-template <typename T>
-Status DepthwiseBackpropInputCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* filter,
-                                  const T* out_backprop, T* in_backprop);
-template <typename T>
-Status DepthwiseBackpropFilterCuda(const CudaContext& ctx, const ConvGeometry& geo, const T* input,
-                                   const T* out_backprop, T* filter_backprop);
+Status GradientCuda(OpKind op, const CudaContext& ctx, const ConvGeometry& geo, const T* a, const T* b,
+                    T* out);
 
 // Whether every index the kernels form for `geo` fits in int32 (the guard of the
 // 32-bit index kernels).

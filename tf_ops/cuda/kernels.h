@@ -52,6 +52,11 @@ struct WindowParams {
   }
 };
 
+// X(T, Index) for every element type and index type the kernels are built for.
+#define TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(X)                                        \
+  X(__half, int32_t) X(__half, int64_t) X(__nv_bfloat16, int32_t) X(__nv_bfloat16, int64_t) \
+  X(float, int32_t) X(float, int64_t) X(double, int32_t) X(double, int64_t)
+
 SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 

@@ -43,13 +43,7 @@ CpuContext MakeCpuContext(OpKernelContext* ctx) {
 // The engine entry point for each op, as one table indexed by OpKind.
 template <typename T>
 Status RunCpu(OpKind op, const CpuContext& cpu, const ConvGeometry& geo, const T* a, const T* dy, T* out) {
-  switch (op) {
-    case OpKind::kConv2DBackpropInput: return Conv2DBackpropInputCpu(cpu, geo, a, dy, out);
-    case OpKind::kConv2DBackpropFilter: return Conv2DBackpropFilterCpu(cpu, geo, a, dy, out);
-    case OpKind::kDepthwiseBackpropInput: return DepthwiseBackpropInputCpu(cpu, geo, a, dy, out);
-    case OpKind::kDepthwiseBackpropFilter: return DepthwiseBackpropFilterCpu(cpu, geo, a, dy, out);
-  }
-  return Internal("unknown op");
+  return GradientCpu(op, cpu, geo, a, dy, out);
 }
 
 // Device tags of ConvBackpropOp.
@@ -99,13 +93,7 @@ Status RunEngine(GpuDevice, OpKernelContext* ctx, OpKind op, const ConvGeometry&
   const C* ca = reinterpret_cast<const C*>(a);
   const C* cdy = reinterpret_cast<const C*>(dy);
   C* o = reinterpret_cast<C*>(out);
-  switch (op) {
-    case OpKind::kConv2DBackpropInput: return Conv2DBackpropInputCuda<C>(gpu, geo, ca, cdy, o);
-    case OpKind::kConv2DBackpropFilter: return Conv2DBackpropFilterCuda<C>(gpu, geo, ca, cdy, o);
-    case OpKind::kDepthwiseBackpropInput: return DepthwiseBackpropInputCuda<C>(gpu, geo, ca, cdy, o);
-    case OpKind::kDepthwiseBackpropFilter: return DepthwiseBackpropFilterCuda<C>(gpu, geo, ca, cdy, o);
-  }
-  return Internal("unknown op");
+  return GradientCuda<C>(op, gpu, geo, ca, cdy, o);
 }
 #endif  // GOOGLE_CUDA
 
