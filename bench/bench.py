@@ -192,7 +192,7 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
     scratch.reset()
     runs[0]()
     peak_scratch = scratch.peak()
-    variant = _variants.last_run(op) if not xla else "xla"
+    variant = _variants.last_run(spec.key) if not xla else "xla"
     times = dict(zip(names, time_alternating(runs, args.rounds)))
 
     flops = problem.flops

@@ -1,0 +1,29 @@
+"""`make bench` still runs: one small layer, one round, both gradients, in a child
+process; every row names the CPU variant that ran. Nothing here is timed."""
+import json
+import os
+import subprocess
+import sys
+
+from tf_conv_backprop import _variants
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_bench_rows_name_their_variant(tmp_path):
+    out = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "bench.py"), "--family", "depthwise",
+         "--shape", "C960 @7", "--configs", "float32:NHWC,float32:NCHW", "--rounds", "1",
+         "--batch", "1", "--peak-gflops", "100", "--peak-gbs", "10", "--json", str(out),
+         "--plot", ""],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    names = {r["name"] for r in _variants.table()}
+    assert len(rows) == 4
+    for row in rows:
+        assert "error" not in row, row
+        assert row["variant"] in names, row
+    assert "CPU variant" in proc.stdout
