@@ -5,6 +5,7 @@ TF must have loaded the library first (importing the package does): a plain dlop
 an unloaded library would run its op registrations where TF does not look for them.
 """
 import ctypes
+import functools
 
 from tf_conv_backprop import _loader, _ops
 
@@ -13,6 +14,7 @@ FIELDS = ("name", "op", "dtypes", "layouts", "isa", "features", "declines", "why
 FORCE_ENV = "TF_CONV_BACKPROP_CPU_KERNEL"
 
 
+@functools.lru_cache(maxsize=None)  # one handle, its signatures set once
 def _library():
     try:
         lib = ctypes.CDLL(_loader.library_path())

@@ -11,20 +11,9 @@ namespace cpu {
 namespace TCB_ISA {
 namespace {
 
-#define TCB_STRINGIFY_IMPL(x) #x
-#define TCB_STRINGIFY(x) TCB_STRINGIFY_IMPL(x)
-constexpr bool SameName(const char* a, const char* b) {
-  return *a == *b && (*a == '\0' || SameName(a + 1, b + 1));
-}
-constexpr Isa ThisIsa() {
-#define TCB_ISA_IF_THIS(name, enumerator, needs) \
-  if (SameName(#name, TCB_STRINGIFY(TCB_ISA))) return Isa::enumerator;
-  TCB_FOR_EACH_ISA(TCB_ISA_IF_THIS)
-#undef TCB_ISA_IF_THIS
-  return Isa::kBaseline;
-}
-// What this build's compiler flags provide: the sanitizer build compiles the
-// AVX-512 variant with AVX2 flags, and its AVX-512 kernel files come out empty.
+// The rows this build has kernels for follow from its compiler flags, not its
+// namespace: the sanitizer build compiles the AVX-512 variant with AVX2 flags,
+// and its AVX-512 kernel files come out empty.
 constexpr Isa CompiledIsa() {
 #if defined(__AVX512F__)
   return Isa::kAvx512;
@@ -34,7 +23,7 @@ constexpr Isa CompiledIsa() {
   return Isa::kBaseline;
 #endif
 }
-constexpr Isa kThisIsa = ThisIsa() < CompiledIsa() ? ThisIsa() : CompiledIsa();
+constexpr Isa kThisIsa = CompiledIsa();
 
 template <typename T, auto kKernel>
 bool Erased(const CpuContext& ctx, const ConvGeometry& geo, const void* a, const void* b, void* out) {
@@ -68,7 +57,6 @@ void ErasedTranspose(const void* src, int64_t src_stride, void* dst, int64_t dst
 
 KernelTable MakeTable() {
   KernelTable t{};
-  t.isa = kThisIsa;
 #define TCB_CPU_VARIANT(name, ...)                                                   \
   t.kernels[static_cast<int>(Variant::name)][0] = Entry_##name<Eigen::half>();       \
   t.kernels[static_cast<int>(Variant::name)][1] = Entry_##name<Eigen::bfloat16>();   \

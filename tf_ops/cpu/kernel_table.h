@@ -52,7 +52,6 @@ using TransposeFn = void (*)(const void* src, int64_t src_stride, void* dst, int
                              int64_t rows, int64_t cols, bool stream);
 
 struct KernelTable {
-  Isa isa;
   KernelFn kernels[kNumVariants][kNumDtypes];  // null: not in this build or dtype
   ConvertFn convert[static_cast<int>(LayoutPair::kCount)];
   TransposeFn transpose[static_cast<int>(LayoutPair::kCount)];

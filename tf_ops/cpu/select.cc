@@ -185,24 +185,26 @@ const char* DtypeName(Dtype dtype) {
 namespace {
 using namespace tf_conv_backprop;
 
-std::string BitNames(uint32_t bits, const char* const* names, int count) {
+// The names of the set bits of `bits`, name(i) for bit i, comma-separated.
+template <typename Name>
+std::string BitNames(uint32_t bits, int count, Name name) {
   std::string out;
   for (int i = 0; i < count; ++i) {
     if ((bits & (1u << i)) == 0) continue;
     if (!out.empty()) out += ",";
-    out += names[i];
+    out += name(i);
   }
   return out;
 }
 
 std::string Row(int i) {
   const cpu::VariantInfo& row = cpu::InfoOf(static_cast<cpu::Variant>(i));
-  const char* const dtypes[] = {"float16", "bfloat16", "float32", "float64"};
-  const char* const layouts[] = {"NHWC", "NCHW"};
-  const char* const features[] = {"avx512_bf16"};
-  return std::string(row.name) + "|" + OpName(row.op) + "|" + BitNames(row.dtypes, dtypes, 4) + "|" +
-         BitNames(row.layouts, layouts, 2) + "|" + cpu::IsaName(row.isa) + "|" +
-         BitNames(row.features, features, 1) + "|" + row.declines + "|" + row.why;
+  auto dtype = [](int d) { return cpu::DtypeName(static_cast<cpu::Dtype>(d)); };
+  auto layout = [](int l) { return l == 0 ? "NHWC" : "NCHW"; };  // LayoutBits order
+  auto feature = [](int) { return "avx512_bf16"; };              // the one Feature bit
+  return std::string(row.name) + "|" + OpName(row.op) + "|" + BitNames(row.dtypes, cpu::kNumDtypes, dtype) +
+         "|" + BitNames(row.layouts, 2, layout) + "|" + cpu::IsaName(row.isa) + "|" +
+         BitNames(row.features, 1, feature) + "|" + row.declines + "|" + row.why;
 }
 }  // namespace
 

@@ -50,21 +50,32 @@ bool Conv2DFilterNchwDirect(const CpuContext& ctx, const ConvGeometry& geo, cons
   return DirectFilterGradNchw(ctx, geo, x, dy, dw);
 }
 
-// The bfloat16 filter gradients sum into float and round once, at the end.
+namespace {
+
+// The bfloat16 filter gradients sum into float and round once, at the end:
+// sum(float* dW) computes into scratch, false declining.
+template <typename Sum>
+bool RoundedFilterGradBf16(const ConvGeometry& geo, Eigen::bfloat16* dw, Sum sum) {
+  ScratchVector<float> dw_float(geo.filter_elements);
+  if (!sum(dw_float.data())) return false;
+  ConvertElements(dw_float.data(), dw, geo.filter_elements);
+  return true;
+}
+
+}  // namespace
+
 template <typename T>
 bool Conv2DFilterBf16Dot(const CpuContext& ctx, const ConvGeometry& geo, const T* x, const T* dy, T* dw) {
-  ScratchVector<float> sum(geo.filter_elements);
-  if (!DirectFilterGradBf16Pairs(ctx, geo, Bits(x), Bits(dy), sum.data())) return false;
-  ConvertElements(sum.data(), dw, geo.filter_elements);
-  return true;
+  return RoundedFilterGradBf16(
+      geo, dw, [&](float* sum) { return DirectFilterGradBf16Pairs(ctx, geo, Bits(x), Bits(dy), sum); });
 }
 
 template <typename T>
 bool Conv2DFilterBf16Widen(const CpuContext& ctx, const ConvGeometry& geo, const T* x, const T* dy, T* dw) {
-  ScratchVector<float> sum(geo.filter_elements);
-  DirectFilterGradBf16Widen(ctx, geo, Bits(x), Bits(dy), sum.data());
-  ConvertElements(sum.data(), dw, geo.filter_elements);
-  return true;
+  return RoundedFilterGradBf16(geo, dw, [&](float* sum) {
+    DirectFilterGradBf16Widen(ctx, geo, Bits(x), Bits(dy), sum);
+    return true;
+  });
 }
 
 #define TCB_INSTANTIATE_DIRECT_KERNELS(T)          \
