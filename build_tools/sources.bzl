@@ -15,6 +15,7 @@ ISA_SRCS = [
     "tf_ops/cpu/kernel_table.cc",
     "tf_ops/cpu/conv2d/gemm.cc",
     "tf_ops/cpu/conv2d/direct_avx512.cc",
+    "tf_ops/cpu/conv2d/int32_direct.cc",
     "tf_ops/cpu/depthwise/nhwc.cc",
     "tf_ops/cpu/depthwise/nchw.cc",
     "tf_ops/cpu/depthwise/nchw_avx512.cc",

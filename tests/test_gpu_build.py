@@ -19,7 +19,7 @@ from tensorflow.python.framework import kernels as tf_kernels
 
 from cases import Case, make_arrays, relative_error, run_ours, run_reference, within
 from tf_conv_backprop import _loader
-from tf_conv_backprop._ops import DTYPES, OPS
+from tf_conv_backprop._ops import OPS
 
 INFO = _loader.build_info()
 EXPECT_CUDA = os.environ.get("TF_CONV_BACKPROP_EXPECT_CUDA") == "1"
@@ -52,11 +52,11 @@ def test_registered_kernels_match_the_build_info(spec):
     host memory (the kernel reads it to size its output), exist exactly when the build
     info says `cuda_kernels`: what `info` reports must be what TF will place."""
     found = _registered_kernels(spec)
-    for dtype in DTYPES:
+    for dtype in spec.dtypes:
         assert ("CPU", dtype) in found, f"{spec.op_name}: no CPU kernel for {dtype}: {found}"
     gpu = {dtype: args for (device, dtype), args in found.items() if device == "GPU"}
     if INFO.get("cuda_kernels"):
-        assert sorted(gpu) == sorted(DTYPES), f"{spec.op_name}: GPU kernels for {sorted(gpu)}"
+        assert sorted(gpu) == sorted(spec.dtypes), f"{spec.op_name}: GPU kernels for {sorted(gpu)}"
         for dtype, host_memory in gpu.items():
             assert host_memory == [spec.sizes_arg], (
                 f"{spec.op_name} ({dtype}): the GPU kernel must keep `{spec.sizes_arg}` in "

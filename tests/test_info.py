@@ -17,12 +17,11 @@ import pytest
 import tensorflow as tf
 
 from tf_conv_backprop import _loader
-from tf_conv_backprop._ops import DTYPES, OPS
+from tf_conv_backprop._ops import OPS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(ROOT, "python")
 PKG_DIR = os.path.join(PYTHON_DIR, "tf_conv_backprop")
-DTYPE_NAMES = list(DTYPES)
 OTHER_TF = "2.20.0"
 
 
@@ -154,11 +153,11 @@ def test_info_text(runs):
         row = [line for line in registered.splitlines()
                if line.strip().startswith(spec.op_name + " ")]
         assert len(row) == 1, (spec.op_name, out)
-        assert " ".join(DTYPE_NAMES) in row[0], row[0]
+        assert " ".join(spec.dtypes) in row[0], row[0]
         assert "(no GPU visible)" in row[0], row[0]
         xla_row = [line for line in xla.split("\nSupport matrix")[0].splitlines()
                    if line.strip().startswith(spec.op_name + " ")]
-        assert len(xla_row) == 1 and xla_row[0].split()[1:] == list(DTYPE_NAMES), (spec, out)
+        assert len(xla_row) == 1 and xla_row[0].split()[1:] == list(spec.dtypes), (spec, out)
     assert "depthwise gradients, dilations > 1" in out and "wrong numbers" in out
 
 
@@ -174,10 +173,10 @@ def test_info_json(runs):
     assert report["load_error"] is None
     assert report["gpu_visible"] is False
     assert sorted(report["kernels"]) == sorted(spec.op_name for spec in OPS)
-    for op_name, per_device in report["kernels"].items():
-        assert per_device == {"CPU": DTYPE_NAMES}, (op_name, per_device)
+    for spec in OPS:
+        assert report["kernels"][spec.op_name] == {"CPU": list(spec.dtypes)}, spec
     assert report["xla_usable"] is True
-    assert report["xla_kernels"] == {op: DTYPE_NAMES for op in report["kernels"]}
+    assert report["xla_kernels"] == {spec.op_name: list(spec.dtypes) for spec in OPS}
     assert len(report["support_matrix"]) >= 8
 
 

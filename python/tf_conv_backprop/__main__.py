@@ -25,13 +25,15 @@ import tensorflow as tf  # noqa: E402
 
 import tf_conv_backprop  # noqa: E402
 from tf_conv_backprop import _loader, _variants  # noqa: E402
-from tf_conv_backprop._ops import DTYPES, OPS  # noqa: E402
+from tf_conv_backprop._ops import OPS  # noqa: E402
 
 # Against TF 2.21's built-in CPU kernels (x86-64 wheel from PyPI); `make report`
 # measures every cell. (configuration, TF built-in CPU, ours)
 SUPPORT_MATRIX = (
     ("half, bfloat16, float32, float64; NHWC; SAME / VALID / EXPLICIT", "yes",
      "yes (half/bfloat16 accumulate in float)"),
+    ("conv2d input gradient (conv2d_transpose) in int32", "NHWC only, no dilations",
+     "yes, NCHW and dilations too (exact, wrapping around as TF's)"),
     ("conv2d gradients, NCHW", "float32, bfloat16 with oneDNN only; not EXPLICIT", "yes"),
     ("conv2d gradients, dilations > 1", "float32, bfloat16 with oneDNN only; not EXPLICIT",
      "yes"),
@@ -77,7 +79,7 @@ def probe_kernels(library, devices):
         for device in devices:
             kind = _device_kind(device)
             names = per_device.setdefault(kind, [])
-            for dtype in DTYPES:
+            for dtype in spec.dtypes:
                 try:
                     with tf.device(device):
                         out = call(*_probe_args(spec, dtype))
@@ -95,7 +97,7 @@ def probe_xla(library):
     for spec in OPS:
         compiled = tf.function(_probe_call(library, spec), jit_compile=True)
         names = found.setdefault(spec.op_name, [])
-        for dtype in DTYPES:
+        for dtype in spec.dtypes:
             try:
                 with tf.device("/CPU:0"):
                     compiled(*_probe_args(spec, dtype))
@@ -187,14 +189,14 @@ def render(report):
         add("  the library did not load:")
         lines.extend("    " + line for line in report["load_error"].splitlines())
     else:
-        add(f"  {'op':<50} {'CPU':<34} GPU")
+        add(f"  {'op':<50} {'CPU':<40} GPU")
         for op_name, per_device in report["kernels"].items():
             cpu = " ".join(per_device.get("CPU", [])) or "none"
             if report["gpu_visible"]:
                 gpu = " ".join(per_device.get("GPU", [])) or "none"
             else:
                 gpu = "(no GPU visible)"
-            add(f"  {op_name:<50} {cpu:<34} {gpu}")
+            add(f"  {op_name:<50} {cpu:<40} {gpu}")
         add("")
         add("XLA kernels (each op compiled with tf.function(jit_compile=True) per dtype, on CPU)")
         if report["xla_usable"] is False:

@@ -24,6 +24,12 @@ class OpSpec:
     computes: str       # "input" or "filter": what the gradient is taken with respect to
     depthwise: bool
     use_cudnn_on_gpu: bool  # whether the op carries TF's use_cudnn_on_gpu attribute
+    exact_dtypes: tuple = ()  # the EXACT_DTYPES it takes too (TF's set for the op)
+
+    @property
+    def dtypes(self):
+        """Every dtype the op takes: DTYPES, then its exact ones."""
+        return DTYPES + self.exact_dtypes
 
     @property
     def tf_reference(self):
@@ -45,7 +51,7 @@ class OpSpec:
 OPS = (
     OpSpec("conv2d_input", "BI", "ConvBackprop>Conv2DBackpropInput", "Conv2DBackpropInput",
            "conv_backprop_conv2d_backprop_input", ("conv2d_backprop_input",), (),
-           "input_sizes", "input", False, True),
+           "input_sizes", "input", False, True, exact_dtypes=("int32",)),
     OpSpec("conv2d_filter", "BF", "ConvBackprop>Conv2DBackpropFilter", "Conv2DBackpropFilter",
            "conv_backprop_conv2d_backprop_filter", ("conv2d_backprop_filter",), (),
            "filter_sizes", "filter", False, True),
@@ -64,14 +70,19 @@ OPS = (
 BY_KEY = {op.key: op for op in OPS}
 BY_NAME = {name: op for op in OPS for name in op.names}
 
-# Every dtype the ops take (in the core's DType order), with its unit roundoff
-# u = 2**-(significand bits) and the dtype our kernels (CPU, GPU and XLA's lowering)
-# accumulate its sums in.
+# The floating dtypes, which every op takes, then the integer ones, which only the ops
+# listing them in `exact_dtypes` take (TF 2.21: int32 in Conv2DBackpropInput alone).
+# ALL_DTYPES is the core's DType order. Each has its unit roundoff u = 2**-(significand
+# bits) and the dtype our kernels (CPU, GPU and XLA's lowering) accumulate its sums in;
+# int32 sums are exact modulo 2**32 (two's-complement wrap-around, as TF's int32
+# kernel), so its u is 0 and so is its tolerance.
 DTYPES = ("float16", "bfloat16", "float32", "float64")
+EXACT_DTYPES = ("int32",)
+ALL_DTYPES = DTYPES + EXACT_DTYPES
 UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24,
-                 "float64": 2.0 ** -53}
+                 "float64": 2.0 ** -53, "int32": 0.0}
 ACCUMULATES_IN = {"float16": "float32", "bfloat16": "float32", "float32": "float32",
-                  "float64": "float64"}
+                  "float64": "float64", "int32": "int32"}
 
 
 # The budget over the expected error. A correctly rounded result is within u of the

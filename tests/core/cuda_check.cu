@@ -40,24 +40,32 @@ namespace tf_conv_backprop {
 namespace check {
 namespace {
 
-enum class DType { kHalf, kBFloat16, kFloat, kDouble };
-constexpr DType kDTypes[] = {DType::kHalf, DType::kBFloat16, DType::kFloat, DType::kDouble};
+// int32 (last) is Conv2DBackpropInput's alone, as in TF.
+enum class DType { kHalf, kBFloat16, kFloat, kDouble, kInt32 };
+constexpr DType kDTypes[] = {DType::kHalf, DType::kBFloat16, DType::kFloat, DType::kDouble,
+                             DType::kInt32};
+constexpr int kNumDTypes = 5;
+int DTypesOf(OpKind op) { return op == OpKind::kConv2DBackpropInput ? kNumDTypes : kNumDTypes - 1; }
 const char* DTypeName(DType d) {
   switch (d) {
     case DType::kHalf: return "float16";
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat: return "float32";
     case DType::kDouble: return "float64";
+    case DType::kInt32: return "int32";
   }
   return "?";
 }
-size_t DTypeBytes(DType d) { return d == DType::kDouble ? 8 : d == DType::kFloat ? 4 : 2; }
+size_t DTypeBytes(DType d) {
+  return d == DType::kDouble ? 8 : d == DType::kFloat || d == DType::kInt32 ? 4 : 2;
+}
 double Tolerance(DType d) {
   switch (d) {
     case DType::kHalf: return 2e-3;
     case DType::kBFloat16: return 1e-2;
     case DType::kFloat: return 1e-5;
     case DType::kDouble: return 1e-12;
+    case DType::kInt32: return 0;  // exact, wrapping around: any differing element fails
   }
   return 0;
 }
@@ -120,6 +128,7 @@ uint64_t NanBits(DType d) {
     case DType::kBFloat16: return 0x7fc0;
     case DType::kFloat: return 0x7fc00000u;
     case DType::kDouble: return 0x7ff8000000000000ull;
+    case DType::kInt32: return 0x7fc00000u;  // no NaN: a value a sum hits with odds 2^-32
   }
   return 0;
 }
@@ -132,6 +141,7 @@ double RoundTo(DType d, double v) {
     case DType::kBFloat16: return __bfloat162float(__float2bfloat16_rn(static_cast<float>(v)));
     case DType::kFloat: return static_cast<float>(v);
     case DType::kDouble: return v;
+    case DType::kInt32: return v;  // drawn as integers (Prepare)
   }
   return v;
 }
@@ -158,6 +168,11 @@ void Encode(DType d, const std::vector<double>& in, std::vector<unsigned char>* 
         break;
       }
       case DType::kDouble: std::memcpy(p, &in[i], 8); break;
+      case DType::kInt32: {
+        const int32_t v = static_cast<int32_t>(in[i]);
+        std::memcpy(p, &v, 4);
+        break;
+      }
     }
   }
 }
@@ -182,6 +197,11 @@ double DecodeOne(DType d, const unsigned char* p) {
     case DType::kDouble: {
       double v;
       std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
       return v;
     }
   }
@@ -283,7 +303,7 @@ bool MakeGeometry(OpKind op, DataFormat format, Padding padding, int64_t batch, 
 Config Sample(OpKind op, int index, uint64_t base_seed, bool emulated) {
   Config c;
   c.op = op;
-  c.dtype = kDTypes[index % 4];
+  c.dtype = kDTypes[index % DTypesOf(op)];
   c.seed = base_seed * 1000003ull + static_cast<uint64_t>(op) * 100000ull + static_cast<uint64_t>(index);
   std::mt19937_64 rng(c.seed);
   auto pick = [&rng](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -364,6 +384,7 @@ Status RunDType(DType dtype, OpKind op, const CudaContext& ctx, const ConvGeomet
     case DType::kBFloat16: return RunEngine<__nv_bfloat16>(op, ctx, g, data, dy, out);
     case DType::kFloat: return RunEngine<float>(op, ctx, g, data, dy, out);
     case DType::kDouble: return RunEngine<double>(op, ctx, g, data, dy, out);
+    case DType::kInt32: return RunEngine<int32_t>(op, ctx, g, data, dy, out);
   }
   return Internal("unknown dtype");
 }
@@ -381,6 +402,23 @@ Prepared Prepare(const Config& c) {
   Prepared p;
   p.data_nhwc.resize(input_grad ? g.filter_elements : g.input_elements);
   p.dy_nhwc.resize(g.out_backprop_elements);
+  if (c.dtype == DType::kInt32) {
+    // The whole int32 range, so nearly every sum wraps around; the reference sums in
+    // uint32 (TF's wrap-around), its int32 values held exactly as doubles.
+    auto draw = [&rng](std::vector<double>& values, std::vector<int32_t>& ints) {
+      for (double& v : values) {
+        ints.push_back(static_cast<int32_t>(static_cast<uint32_t>(rng())));
+        v = ints.back();
+      }
+    };
+    std::vector<int32_t> data, dy;
+    draw(p.data_nhwc, data);
+    draw(p.dy_nhwc, dy);
+    for (uint32_t v : naive::Gradient<int32_t, uint32_t>(g, input_grad, data.data(), dy.data())) {
+      p.reference.push_back(static_cast<int32_t>(v));
+    }
+    return p;
+  }
   for (double& v : p.data_nhwc) v = RoundTo(c.dtype, uni(rng));
   for (double& v : p.dy_nhwc) v = RoundTo(c.dtype, uni(rng));
   p.reference = naive::Gradient<double>(g, input_grad, p.data_nhwc.data(), p.dy_nhwc.data());
@@ -479,7 +517,7 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   for (OpKind op : kOps)
     for (int i = 0; i < per_op; ++i) configs.push_back(Sample(op, i, seed, emulated));
   int passed = 0, failed = 0;
-  int per_cell[4][4][2] = {};
+  int per_cell[4][kNumDTypes][2] = {};
   // Inputs and references on CPU threads, a batch at a time; device runs in order.
   const size_t batch = 64;
   for (size_t start = 0; start < configs.size(); start += batch) {
@@ -507,10 +545,11 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
       std::fflush(stdout);
     }
   }
-  std::printf("configurations passed per op (float16/bfloat16/float32/float64, NHWC+NCHW):\n");
+  std::printf("configurations passed per op (float16/bfloat16/float32/float64/int32, NHWC+NCHW):\n");
   for (OpKind op : kOps) {
     std::printf("  %-36s", OpName(op));
-    for (DType d : kDTypes) {
+    for (int i = 0; i < DTypesOf(op); ++i) {
+      const DType d = kDTypes[i];
       const int* cell = per_cell[static_cast<int>(op)][static_cast<int>(d)];
       std::printf(" %3d+%-3d", cell[0], cell[1]);
     }
@@ -527,7 +566,7 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
 // ---- C interface for tests/core/gpu_check.py -----------------------------------
 
 namespace {
-// sizes: op, dtype (0 half, 1 bfloat16, 2 float, 3 double), format (0 NHWC, 1 NCHW),
+// sizes: op, dtype (0 half, 1 bfloat16, 2 float, 3 double, 4 int32), format (0 NHWC, 1 NCHW),
 // padding (0 SAME, 1 VALID, 2 EXPLICIT), batch, rows, cols, depth, filter rows,
 // filter cols, out channels (conv2d out depth / depthwise multiplier), stride rows,
 // stride cols, dilation rows, dilation cols, pad top, pad bottom, pad left, pad right.

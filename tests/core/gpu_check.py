@@ -206,7 +206,7 @@ def make_case(torch, lib, layer, spec, dtype_name, device):
     conv = dict(stride=s, padding=p, dilation=d, groups=c if depthwise else 1)
     input_grad = spec.computes == "input"
     # The core's OpKind and DType are the op table's row and dtype order.
-    geo = (ctypes.c_int64 * 19)(ops.OPS.index(spec), ops.DTYPES.index(dtype_name), 0,
+    geo = (ctypes.c_int64 * 19)(ops.OPS.index(spec), ops.ALL_DTYPES.index(dtype_name), 0,
                                PADDING_CODE["EXPLICIT"], n, hw, hw, c, k, k, mult_or_out, s, s, d,
                                d, p, p, p, p)
     out = torch.empty((n, hw, hw, c) if input_grad else (k, k, c, mult_or_out), device=device, dtype=dt)

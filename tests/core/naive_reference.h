@@ -1,5 +1,6 @@
 // Direct, obviously-correct loops for the four gradients (NHWC, double
-// accumulation), used by the standalone core tests as the oracle. Slow by design.
+// accumulation, or uint32 for int32), used by the standalone core tests as the
+// oracle. Slow by design.
 #ifndef TF_CONV_BACKPROP_TESTS_CORE_NAIVE_REFERENCE_H_
 #define TF_CONV_BACKPROP_TESTS_CORE_NAIVE_REFERENCE_H_
 
@@ -29,12 +30,14 @@ void ForEachTap(const ConvGeometry& g, Fn fn) {
         }
 }
 
-// dx (or dW) = sum over taps of products; `input_grad` selects which.
-template <typename T>
-std::vector<double> Gradient(const ConvGeometry& g, bool input_grad, const T* x_or_w, const T* dy) {
+// dx (or dW) = sum over taps of products; `input_grad` selects which. Acc is the
+// sum's type: double, or uint32_t for int32 (exact, wrapping around as TF's int32
+// kernel does).
+template <typename T, typename Acc = double>
+std::vector<Acc> Gradient(const ConvGeometry& g, bool input_grad, const T* x_or_w, const T* dy) {
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t m = g.depthwise ? g.depth_multiplier : 1;
-  std::vector<double> out(input_grad ? g.input_elements : g.filter_elements, 0.0);
+  std::vector<Acc> out(input_grad ? g.input_elements : g.filter_elements, Acc(0));
   auto x_at = [&](int64_t n, int64_t ih, int64_t iw) { return ((n * g.in_rows + ih) * g.in_cols + iw) * cin; };
   auto y_at = [&](int64_t n, int64_t oh, int64_t ow) { return ((n * g.out_rows + oh) * g.out_cols + ow) * cout; };
   auto w_at = [&](int64_t kh, int64_t kw) { return (kh * g.filter_cols + kw) * cin * (g.depthwise ? m : cout); };
@@ -43,15 +46,15 @@ std::vector<double> Gradient(const ConvGeometry& g, bool input_grad, const T* x_
     for (int64_t ci = 0; ci < cin; ++ci) {
       if (g.depthwise) {
         for (int64_t j = 0; j < m; ++j) {
-          const double d = static_cast<double>(dy[yo + ci * m + j]);
-          if (input_grad) out[xo + ci] += d * static_cast<double>(x_or_w[wo + ci * m + j]);
-          else out[wo + ci * m + j] += d * static_cast<double>(x_or_w[xo + ci]);
+          const Acc d = static_cast<Acc>(dy[yo + ci * m + j]);
+          if (input_grad) out[xo + ci] += d * static_cast<Acc>(x_or_w[wo + ci * m + j]);
+          else out[wo + ci * m + j] += d * static_cast<Acc>(x_or_w[xo + ci]);
         }
       } else {
         for (int64_t co = 0; co < cout; ++co) {
-          const double d = static_cast<double>(dy[yo + co]);
-          if (input_grad) out[xo + ci] += d * static_cast<double>(x_or_w[wo + ci * cout + co]);
-          else out[wo + ci * cout + co] += d * static_cast<double>(x_or_w[xo + ci]);
+          const Acc d = static_cast<Acc>(dy[yo + co]);
+          if (input_grad) out[xo + ci] += d * static_cast<Acc>(x_or_w[wo + ci * cout + co]);
+          else out[wo + ci * cout + co] += d * static_cast<Acc>(x_or_w[xo + ci]);
         }
       }
     }

@@ -2,7 +2,8 @@
 // on random geometries around its predicate's boundaries: where selection says
 // it applies, the engine must run exactly that variant (the run record says so)
 // and match the float64 reference on NaN-filled outputs; where it says not, the
-// variant must not run. Fails when a variant the CPU can run never applied;
+// variant must not run (int32 rows: bit for bit against the wrapping uint32
+// reference). Fails when a variant the CPU can run never applied;
 // prints per ISA the variants it could not try (the CPU lacks the ISA or a
 // feature). The other core tests sweep geometries; this one sweeps the table.
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -78,10 +80,38 @@ bool RandomGeometry(OpKind op, std::mt19937_64& rng, ConvGeometry* g) {
 
 template <typename T>
 std::vector<T> Random(int64_t count, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   std::vector<T> v(count);
-  for (T& e : v) e = static_cast<T>(uniform(rng));
+  if constexpr (std::is_same_v<T, int32_t>) {
+    // The whole int32 range: nearly every sum wraps around.
+    for (T& e : v) e = static_cast<int32_t>(static_cast<uint32_t>(rng()));
+  } else {
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    for (T& e : v) e = static_cast<T>(uniform(rng));
+  }
   return v;
+}
+
+// The reference gradient: float64 sums, or for int32 the exact uint32 ones (TF's
+// wrap-around).
+template <typename T>
+auto Reference(const ConvGeometry& nhwc, bool input_grad, const std::vector<T>& operand,
+               const std::vector<T>& dy) {
+  if constexpr (std::is_same_v<T, int32_t>) {
+    return tcb::naive::Gradient<int32_t, uint32_t>(nhwc, input_grad, operand.data(), dy.data());
+  } else {
+    const std::vector<double> operand64(operand.begin(), operand.end()), dy64(dy.begin(), dy.end());
+    return tcb::naive::Gradient(nhwc, input_grad, operand64.data(), dy64.data());
+  }
+}
+
+// What outputs are pre-filled with, so an element the kernel leaves unwritten fails.
+template <typename T>
+T Unwritten() {
+  if constexpr (std::is_same_v<T, int32_t>) {
+    return 0x5a5a5a5a;
+  } else {
+    return static_cast<T>(std::numeric_limits<float>::quiet_NaN());
+  }
 }
 
 // NHWC <-> NCHW of a [n, pixels, c] tensor.
@@ -108,6 +138,7 @@ double Tolerance(cpu::Dtype d) {
     case cpu::Dtype::kBfloat16: return 3e-2;
     case cpu::Dtype::kFloat: return 1e-5;
     case cpu::Dtype::kDouble: return 1e-12;
+    case cpu::Dtype::kInt32: return 0;  // exact: any differing element fails
   }
   return 0;
 }
@@ -122,18 +153,23 @@ double RunAgainstReference(OpKind op, const ConvGeometry& g, uint64_t seed) {
   const bool input_grad = op == OpKind::kConv2DBackpropInput || op == OpKind::kDepthwiseBackpropInput;
   const std::vector<T> operand = Random<T>(input_grad ? g.filter_elements : g.input_elements, rng);
   const std::vector<T> dy = Random<T>(g.out_backprop_elements, rng);
-  std::vector<double> operand64(operand.begin(), operand.end()), dy64(dy.begin(), dy.end());
   ConvGeometry nhwc = g;
   nhwc.data_format = DataFormat::kNHWC;
-  const std::vector<double> ref = tcb::naive::Gradient(nhwc, input_grad, operand64.data(), dy64.data());
+  const auto ref = Reference(nhwc, input_grad, operand, dy);
   const bool nchw = g.data_format == DataFormat::kNCHW;
   const int64_t in_pixels = g.in_rows * g.in_cols, out_pixels = g.out_rows * g.out_cols;
   const std::vector<T> a = nchw && !input_grad ? Transposed(operand, g.batch, in_pixels, g.in_depth, true) : operand;
   const std::vector<T> b = nchw ? Transposed(dy, g.batch, out_pixels, g.out_depth, true) : dy;
-  std::vector<T> out(ref.size(), static_cast<T>(std::numeric_limits<float>::quiet_NaN()));
+  std::vector<T> out(ref.size(), Unwritten<T>());
   const tcb::Status status = tcb::GradientCpu<T>(op, Serial(), g, a.data(), b.data(), out.data());
   if (!status.ok()) return std::numeric_limits<double>::infinity();
   if (nchw && input_grad) out = Transposed(out, g.batch, in_pixels, g.in_depth, false);
+  if constexpr (std::is_same_v<T, int32_t>) {
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (static_cast<uint32_t>(out[i]) != ref[i]) return std::numeric_limits<double>::infinity();
+    }
+    return 0;
+  }
   double scale = 1e-30, err = 0;
   for (double r : ref) scale = std::max(scale, std::abs(r));
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -150,6 +186,7 @@ double RunAgainstReference(cpu::Dtype d, OpKind op, const ConvGeometry& g, uint6
     case cpu::Dtype::kBfloat16: return RunAgainstReference<Eigen::bfloat16>(op, g, seed);
     case cpu::Dtype::kFloat: return RunAgainstReference<float>(op, g, seed);
     case cpu::Dtype::kDouble: return RunAgainstReference<double>(op, g, seed);
+    case cpu::Dtype::kInt32: return RunAgainstReference<int32_t>(op, g, seed);
   }
   return 1;
 }

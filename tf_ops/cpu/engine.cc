@@ -7,7 +7,8 @@
 // images at a time (depthwise NCHW: a block of channels of a few images) through
 // reused buffers (per-ISA tiled / vectorised helpers, cpu::ConvertElements and
 // cpu::TransposeConvert), so the scratch of a call stays bounded whatever the
-// batch, dtype and layout.
+// batch, dtype and layout. Integer gradients (int32 Conv2DBackpropInput) run on
+// the rows that list them, as they lie: never converted.
 #include "tf_ops/cpu/engine.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -163,6 +165,43 @@ void RunOnNhwc(OpKind op, const CpuContext& ctx, const ConvGeometry& chunk, cons
   if (!RunAsIs(op, ctx, chunk, a, b, out)) throw std::logic_error("no NHWC CPU kernel variant");
 }
 
+// The front end's half of InputGradient: the batch in chunks converted to NHWC
+// float/double for the variant RunAsIs passed over.
+template <typename T>
+void InputGradientInChunks(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
+                           const T* out_backprop, T* in_backprop) {
+  using A = AccType<T>;
+  const A* w = nullptr;
+  ScratchVector<A> w_copy;
+  if constexpr (std::is_same_v<T, A>) {
+    w = filter;
+  } else {
+    w_copy.resize(geo.filter_elements);
+    ToNhwc(ctx, DataFormat::kNHWC, FilterDims(geo), filter, w_copy.data());
+    w = w_copy.data();
+  }
+  const Dims4 dx_dims = InputDims(geo), dy_dims = OutBackpropDims(geo);
+  // Two images per thread at least: a lone image leaves the conv2d kernels
+  // few, lopsided units (7x7 Cin=3 NCHW: 77 -> 34 ms); the filter kernels
+  // split pixels and are best with the smallest chunks.
+  const ChunkPlan plan = PlanChunks(
+      geo.batch, (dx_dims.image() + dy_dims.image()) * static_cast<int64_t>(sizeof(A)),
+      kChunkBytes, 2 * ctx.num_threads);
+  ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
+  ScratchBuffer<A> dx_buf(plan.images * dx_dims.image());
+  // Past the caches, stores that skip them save the read of each line before
+  // it is written (measured, depthwise s2 C144@56 NCHW: see the commit).
+  const bool stream_dx = geo.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamOutputBytes;
+  for (int64_t n0 = 0; n0 < geo.batch; n0 += plan.images) {
+    const int64_t nb = std::min(plan.images, geo.batch - n0);
+    Dims4 dyc = dy_dims, dxc = dx_dims;
+    dyc.n = dxc.n = nb;
+    ToNhwc(ctx, geo.data_format, dyc, out_backprop + n0 * dyc.image(), dy_buf.data());
+    RunOnNhwc(op, ctx, ChunkGeometry(geo, nb), w, dy_buf.data(), dx_buf.data());
+    FromNhwc(ctx, geo.data_format, dxc, dx_buf.data(), in_backprop + n0 * dxc.image(), stream_dx);
+  }
+}
+
 // dx = kernel(filter, dy): shared by the conv2d and depthwise input gradients.
 // Variants for the caller's tensors as they are run first. Otherwise the batch
 // runs in chunks of images: each chunk's dy is converted / transposed into a
@@ -172,7 +211,6 @@ void RunOnNhwc(OpKind op, const CpuContext& ctx, const ConvGeometry& chunk, cons
 template <typename T>
 Status InputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                      const T* out_backprop, T* in_backprop) {
-  using A = AccType<T>;
   if (geo.input_elements == 0) return OkStatus();
   if (geo.filter_elements == 0 || geo.out_backprop_elements == 0) {
     std::fill_n(in_backprop, geo.input_elements, T(0));
@@ -180,34 +218,10 @@ Status InputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, 
   }
   return Guarded([&] {
     if (RunAsIs(op, ctx, geo, filter, out_backprop, in_backprop)) return;
-    const A* w = nullptr;
-    ScratchVector<A> w_copy;
-    if constexpr (std::is_same_v<T, A>) {
-      w = filter;
-    } else {
-      w_copy.resize(geo.filter_elements);
-      ToNhwc(ctx, DataFormat::kNHWC, FilterDims(geo), filter, w_copy.data());
-      w = w_copy.data();
-    }
-    const Dims4 dx_dims = InputDims(geo), dy_dims = OutBackpropDims(geo);
-    // Two images per thread at least: a lone image leaves the conv2d kernels
-    // few, lopsided units (7x7 Cin=3 NCHW: 77 -> 34 ms); the filter kernels
-    // split pixels and are best with the smallest chunks.
-    const ChunkPlan plan = PlanChunks(
-        geo.batch, (dx_dims.image() + dy_dims.image()) * static_cast<int64_t>(sizeof(A)),
-        kChunkBytes, 2 * ctx.num_threads);
-    ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
-    ScratchBuffer<A> dx_buf(plan.images * dx_dims.image());
-    // Past the caches, stores that skip them save the read of each line before
-    // it is written (measured, depthwise s2 C144@56 NCHW: see the commit).
-    const bool stream_dx = geo.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamOutputBytes;
-    for (int64_t n0 = 0; n0 < geo.batch; n0 += plan.images) {
-      const int64_t nb = std::min(plan.images, geo.batch - n0);
-      Dims4 dyc = dy_dims, dxc = dx_dims;
-      dyc.n = dxc.n = nb;
-      ToNhwc(ctx, geo.data_format, dyc, out_backprop + n0 * dyc.image(), dy_buf.data());
-      RunOnNhwc(op, ctx, ChunkGeometry(geo, nb), w, dy_buf.data(), dx_buf.data());
-      FromNhwc(ctx, geo.data_format, dxc, dx_buf.data(), in_backprop + n0 * dxc.image(), stream_dx);
+    // An integer gradient runs only on rows that take it as it is (RunAsIs ran
+    // one or threw): the front end converts to float, which is not exact.
+    if constexpr (cpu::IsFloating(cpu::DtypeOf<T>())) {
+      InputGradientInChunks(op, ctx, geo, filter, out_backprop, in_backprop);
     }
   });
 }
@@ -269,7 +283,16 @@ Status FilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo,
 template <typename T>
 Status GradientCpu(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* a, const T* b,
                    T* out) {
-  return ComputesInputGrad(op) ? InputGradient(op, ctx, geo, a, b, out) : FilterGradient(op, ctx, geo, a, b, out);
+  if constexpr (cpu::IsFloating(cpu::DtypeOf<T>())) {
+    return ComputesInputGrad(op) ? InputGradient(op, ctx, geo, a, b, out) : FilterGradient(op, ctx, geo, a, b, out);
+  } else {
+    // TF takes int32 in Conv2DBackpropInput alone; the binding registers no other.
+    if (op != OpKind::kConv2DBackpropInput) {
+      return Internal(std::string(OpName(op)) + ": the CPU engine has no " + cpu::DtypeName(cpu::DtypeOf<T>()) +
+                      " kernel for this op");
+    }
+    return InputGradient(op, ctx, geo, a, b, out);
+  }
 }
 
 template Status GradientCpu<Eigen::half>(OpKind, const CpuContext&, const ConvGeometry&, const Eigen::half*,
@@ -280,5 +303,7 @@ template Status GradientCpu<float>(OpKind, const CpuContext&, const ConvGeometry
                                    float*);
 template Status GradientCpu<double>(OpKind, const CpuContext&, const ConvGeometry&, const double*,
                                     const double*, double*);
+template Status GradientCpu<int32_t>(OpKind, const CpuContext&, const ConvGeometry&, const int32_t*,
+                                     const int32_t*, int32_t*);
 
 }  // namespace tf_conv_backprop

@@ -31,10 +31,11 @@ struct CpuContext {
 
 // The gradient `op` on the CPU: (a, b) -> out is (filter, dy) -> dx for the input
 // gradients, (x, dy) -> dW for the filter gradients. T is Eigen::half,
-// Eigen::bfloat16, float or double. All tensors are in geo.data_format order (the
-// filter is always HWIO / HW-C-multiplier). The output is fully written, zeros for
-// empty reductions. Half and bfloat16 accumulate in float, float in float, double in
-// double.
+// Eigen::bfloat16, float or double, or int32_t for Conv2DBackpropInput only (TF's
+// set). All tensors are in geo.data_format order (the filter is always HWIO /
+// HW-C-multiplier). The output is fully written, zeros for empty reductions. Half and
+// bfloat16 accumulate in float, float in float, double in double; int32 is exact,
+// wrapping around on overflow as TF's int32 kernel does.
 template <typename T>
 Status GradientCpu(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* a, const T* b,
                    T* out);

@@ -41,27 +41,34 @@ void ErasedTranspose(const void* src, int64_t src_stride, void* dst, int64_t dst
                    cols, stream);
 }
 
-// The entry of one row for T: only rows this build reaches and dtypes the row
-// lists are referenced (the kernel files instantiate exactly those).
+// The entries of one row, Of<T>() for each dtype T: only rows this build reaches
+// and dtypes the row lists are referenced (the kernel files instantiate exactly
+// those).
 #define TCB_CPU_VARIANT(name, op, dtypes, layouts, isa, features, applies, kernel, ...) \
-  template <typename T, Isa kRowIsa = isa>                                              \
-  constexpr KernelFn Entry_##name() {                                                   \
-    if constexpr (kRowIsa <= kThisIsa && ((dtypes) & BitOf(DtypeOf<T>())) != 0) {        \
-      return &Erased<T, &kernel<T>>;                                                    \
-    } else {                                                                            \
-      return nullptr;                                                                   \
+  struct Entry_##name {                                                                 \
+    template <typename T, Isa kRowIsa = isa>                                            \
+    static constexpr KernelFn Of() {                                                    \
+      if constexpr (kRowIsa <= kThisIsa && ((dtypes) & BitOf(DtypeOf<T>())) != 0) {     \
+        return &Erased<T, &kernel<T>>;                                                  \
+      } else {                                                                          \
+        return nullptr;                                                                 \
+      }                                                                                 \
     }                                                                                   \
-  }
+  };
 #include "tf_ops/cpu/variants.def"
 #undef TCB_CPU_VARIANT
 
+template <typename Entry>
+void FillRow(KernelFn (&row)[kNumDtypes]) {
+#define TCB_DTYPE_ENTRY(enumerator, type, name, bit) \
+  row[static_cast<int>(Dtype::enumerator)] = Entry::template Of<type>();
+  TCB_FOR_EACH_DTYPE(TCB_DTYPE_ENTRY)
+#undef TCB_DTYPE_ENTRY
+}
+
 KernelTable MakeTable() {
   KernelTable t{};
-#define TCB_CPU_VARIANT(name, ...)                                                   \
-  t.kernels[static_cast<int>(Variant::name)][0] = Entry_##name<Eigen::half>();       \
-  t.kernels[static_cast<int>(Variant::name)][1] = Entry_##name<Eigen::bfloat16>();   \
-  t.kernels[static_cast<int>(Variant::name)][2] = Entry_##name<float>();             \
-  t.kernels[static_cast<int>(Variant::name)][3] = Entry_##name<double>();
+#define TCB_CPU_VARIANT(name, ...) FillRow<Entry_##name>(t.kernels[static_cast<int>(Variant::name)]);
 #include "tf_ops/cpu/variants.def"
 #undef TCB_CPU_VARIANT
 #define TCB_LAYOUT_ENTRY(From, To)                                                        \

@@ -77,9 +77,10 @@ const VariantInfo kVariants[] = {
 };
 static_assert(sizeof(kVariants) / sizeof(kVariants[0]) == kNumVariants, "one entry per row");
 
-// The front end serves rows that compute in float or double on NHWC tensors.
-bool ServesThroughFrontEnd(const VariantInfo& row) {
-  return (row.layouts & kNhwc) != 0 && (row.dtypes & (kF32 | kF64)) == (kF32 | kF64);
+// The front end serves rows that compute in float or double on NHWC tensors, for
+// the floating types only: an integer gradient is exact, never converted.
+bool ServesThroughFrontEnd(const VariantInfo& row, Dtype dtype) {
+  return IsFloating(dtype) && (row.layouts & kNhwc) != 0 && (row.dtypes & (kF32 | kF64)) == (kF32 | kF64);
 }
 
 Dtype AccDtype(Dtype d) { return d == Dtype::kDouble ? Dtype::kDouble : Dtype::kFloat; }
@@ -88,7 +89,7 @@ Dtype AccDtype(Dtype d) { return d == Dtype::kDouble ? Dtype::kDouble : Dtype::k
 bool Runs(Variant v, const SelectionInput& in) {
   const VariantInfo& row = InfoOf(v);
   if (row.op != in.op || row.isa > in.isa || (row.features & ~in.features) != 0) return false;
-  if (!TakesAsIs(v, in) && !ServesThroughFrontEnd(row)) return false;
+  if (!TakesAsIs(v, in) && !ServesThroughFrontEnd(row, in.dtype)) return false;
   SelectionInput as_run = in;
   as_run.dtype = KernelDtype(v, in);
   return row.applies(as_run);
@@ -171,10 +172,10 @@ int LastRun(OpKind op) { return last_runs[static_cast<int>(op)].load(std::memory
 
 const char* DtypeName(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kHalf: return "float16";
-    case Dtype::kBfloat16: return "bfloat16";
-    case Dtype::kFloat: return "float32";
-    case Dtype::kDouble: return "float64";
+#define TCB_DTYPE_NAME(enumerator, type, name, bit) \
+  case Dtype::enumerator: return name;
+    TCB_FOR_EACH_DTYPE(TCB_DTYPE_NAME)
+#undef TCB_DTYPE_NAME
   }
   return "unknown";
 }

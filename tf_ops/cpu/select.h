@@ -20,24 +20,50 @@ namespace cpu {
 
 constexpr int kNumOps = 4;  // OpKind's values, 0-3
 
-enum class Dtype { kHalf, kBfloat16, kFloat, kDouble };
-constexpr int kNumDtypes = 4;
+// The element types of the CPU engine, in Dtype order: X(enumerator, C++ type,
+// name, bit). The one list: the enum, its names and bits, DtypeOf and the kernel
+// tables' columns all come from it.
+#define TCB_FOR_EACH_DTYPE(X)                     \
+  X(kHalf, Eigen::half, "float16", kF16)          \
+  X(kBfloat16, Eigen::bfloat16, "bfloat16", kBf16) \
+  X(kFloat, float, "float32", kF32)               \
+  X(kDouble, double, "float64", kF64)             \
+  X(kInt32, int32_t, "int32", kI32)
+
+enum class Dtype {
+#define TCB_DTYPE_ENUMERATOR(enumerator, type, name, bit) enumerator,
+  TCB_FOR_EACH_DTYPE(TCB_DTYPE_ENUMERATOR)
+#undef TCB_DTYPE_ENUMERATOR
+};
+constexpr int kNumDtypes = 0
+#define TCB_DTYPE_COUNT(enumerator, type, name, bit) +1
+    TCB_FOR_EACH_DTYPE(TCB_DTYPE_COUNT);
+#undef TCB_DTYPE_COUNT
 const char* DtypeName(Dtype dtype);
+
+template <typename T>
+constexpr bool kIsDtype = false
+#define TCB_DTYPE_IS(enumerator, type, name, bit) || std::is_same_v<T, type>
+    TCB_FOR_EACH_DTYPE(TCB_DTYPE_IS);
+#undef TCB_DTYPE_IS
 template <typename T>
 constexpr Dtype DtypeOf() {
-  if constexpr (std::is_same_v<T, Eigen::half>) return Dtype::kHalf;
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) return Dtype::kBfloat16;
-  if constexpr (std::is_same_v<T, float>) return Dtype::kFloat;
-  static_assert(std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16> ||
-                    std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "the CPU engine runs half, bfloat16, float and double");
-  return Dtype::kDouble;
+  static_assert(kIsDtype<T>, "the CPU engine runs the types of TCB_FOR_EACH_DTYPE");
+#define TCB_DTYPE_OF(enumerator, type, name, bit) \
+  if constexpr (std::is_same_v<T, type>) return Dtype::enumerator;
+  TCB_FOR_EACH_DTYPE(TCB_DTYPE_OF)
+#undef TCB_DTYPE_OF
+  return Dtype::kHalf;  // not reached: the static_assert holds
 }
 
 // Bit masks of the table's columns.
 enum DtypeBits : uint32_t {
-  kF16 = 1u << 0, kBf16 = 1u << 1, kF32 = 1u << 2, kF64 = 1u << 3,
-  kAllDtypes = kF16 | kBf16 | kF32 | kF64,
+#define TCB_DTYPE_BIT(enumerator, type, name, bit) bit = 1u << static_cast<int>(Dtype::enumerator),
+  TCB_FOR_EACH_DTYPE(TCB_DTYPE_BIT)
+#undef TCB_DTYPE_BIT
+  // The floating types: the front end converts between them (half and bfloat16
+  // compute in float); integers are exact and run only on rows that list them.
+  kFloatDtypes = kF16 | kBf16 | kF32 | kF64,
 };
 enum LayoutBits : uint32_t { kNhwc = 1u << 0, kNchw = 1u << 1 };
 enum Feature : uint32_t { kAvx512Bf16 = 1u << 0 };
@@ -50,6 +76,7 @@ constexpr Isa kBaseline = Isa::kBaseline;
 constexpr Isa kAvx512 = Isa::kAvx512;
 constexpr uint32_t BitOf(Dtype d) { return 1u << static_cast<int>(d); }
 constexpr uint32_t BitOf(DataFormat f) { return f == DataFormat::kNHWC ? kNhwc : kNchw; }
+constexpr bool IsFloating(Dtype d) { return (BitOf(d) & kFloatDtypes) != 0; }
 
 // Where a selection is made: the call's geometry (its data format included), its
 // element type, the threads it may use, and the CPU.

@@ -22,7 +22,9 @@
 // float and double: 64x64 output tiles, 16-deep reduction steps, 256 threads each
 // owning a 4x4 block of accumulators (CUDA cores, no TF32); tiles are loaded as
 // 4-element vectors when the channel counts are multiples of 4 (kVec), elementwise
-// otherwise. Accumulation is float (double for double).
+// otherwise. Accumulation is float (double for double). int32 (the input gradient
+// only, as TF) runs the same kernel summing in uint32: exact, wrapping around as
+// TF's int32 kernel does.
 // half and bfloat16: the same tiling and loops on tensor cores (nvcuda::wmma 16x16x16,
 // float accumulators): 64x64 tiles, 32-deep steps, 4 warps of 32x32, operands kept in
 // their 16-bit type in shared memory (8-element vectors when channels % 8 == 0), the
@@ -656,6 +658,10 @@ Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, cons
   template Status Conv2DBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const SplitPlan&,      \
                                                      const T*, const T*, T*, void*);
 TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
+#undef TCB_INSTANTIATE
+#define TCB_INSTANTIATE(T, Index) \
+  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const T*, const T*, T*);
+TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
 
 }  // namespace cuda

@@ -39,6 +39,11 @@ template <>
 struct AccOf<double> {
   using type = double;
 };
+// int32 sums in uint32: wrap-around (TF's int32 semantics) is defined there.
+template <>
+struct AccOf<int32_t> {
+  using type = uint32_t;
+};
 template <typename T>
 using Acc = typename AccOf<T>::type;
 
@@ -46,6 +51,7 @@ __device__ __forceinline__ float ToAcc(float v) { return v; }
 __device__ __forceinline__ double ToAcc(double v) { return v; }
 __device__ __forceinline__ float ToAcc(__half v) { return __half2float(v); }
 __device__ __forceinline__ float ToAcc(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ uint32_t ToAcc(int32_t v) { return static_cast<uint32_t>(v); }
 
 template <typename T>
 struct FromAccOf;
@@ -64,6 +70,10 @@ struct FromAccOf<__half> {
 template <>
 struct FromAccOf<__nv_bfloat16> {
   __device__ __forceinline__ static __nv_bfloat16 Cvt(float v) { return __float2bfloat16_rn(v); }
+};
+template <>
+struct FromAccOf<int32_t> {
+  __device__ __forceinline__ static int32_t Cvt(uint32_t v) { return static_cast<int32_t>(v); }
 };
 template <typename T>
 __device__ __forceinline__ T FromAcc(Acc<T> v) {

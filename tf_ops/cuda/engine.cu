@@ -5,6 +5,7 @@
 // scratch and back (tiled transposes), and carves the one scratch allocation. The
 // kernels in cuda/kernels.h then only see non-empty NHWC tensors.
 #include <algorithm>
+#include <type_traits>
 
 #include "tf_ops/cuda/engine.h"
 #include "tf_ops/cuda/kernels.h"
@@ -130,19 +131,24 @@ Status RunNhwc(OpKind op, cudaStream_t stream, const ConvGeometry& g, const Spli
     if (input_grad) out_nhwc = reinterpret_cast<T*>(scratch + layout.output);
   }
   void* partial = layout.partial >= 0 ? scratch + layout.partial : nullptr;
-  switch (op) {
-    case OpKind::kConv2DBackpropInput:
-      s = Conv2DBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
-      break;
-    case OpKind::kConv2DBackpropFilter:
-      s = Conv2DBackpropFilterNhwc<T, Index>(stream, g, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
-      break;
-    case OpKind::kDepthwiseBackpropInput:
-      s = DepthwiseBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
-      break;
-    case OpKind::kDepthwiseBackpropFilter:
-      s = DepthwiseBackpropFilterNhwc<T, Index>(stream, g, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
-      break;
+  if constexpr (std::is_same_v<T, int32_t>) {
+    // int32 is Conv2DBackpropInput's alone (Run checked the op).
+    s = Conv2DBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
+  } else {
+    switch (op) {
+      case OpKind::kConv2DBackpropInput:
+        s = Conv2DBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
+        break;
+      case OpKind::kConv2DBackpropFilter:
+        s = Conv2DBackpropFilterNhwc<T, Index>(stream, g, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
+        break;
+      case OpKind::kDepthwiseBackpropInput:
+        s = DepthwiseBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
+        break;
+      case OpKind::kDepthwiseBackpropFilter:
+        s = DepthwiseBackpropFilterNhwc<T, Index>(stream, g, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
+        break;
+    }
   }
   if (!s.ok()) return s;
   if (nchw && input_grad) {
@@ -163,6 +169,10 @@ Status Run(OpKind op, const CudaContext& ctx, const ConvGeometry& g, const T* da
     return ZeroFill(out, out_elements * static_cast<int64_t>(sizeof(T)), stream);
   }
   if (IsDepthwise(op) != g.depthwise) return Internal(std::string(OpName(op)) + ": geometry of the wrong op");
+  if (std::is_same_v<T, int32_t> && op != OpKind::kConv2DBackpropInput) {
+    // TF takes int32 in Conv2DBackpropInput alone; the binding registers no other.
+    return Internal(std::string(OpName(op)) + ": the CUDA engine has no int32 kernel for this op");
+  }
 
   SplitPlan plan;
   if (op == OpKind::kConv2DBackpropFilter) plan = PlanConv2DBackpropFilter(g, sizeof(Acc<T>));
@@ -231,6 +241,10 @@ namespace cuda {
   template Status Transpose<T, Index>(cudaStream_t, int64_t, int64_t, int64_t, const T*, T*);
 TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
+#define TCB_INSTANTIATE(T, Index) \
+  template Status Transpose<T, Index>(cudaStream_t, int64_t, int64_t, int64_t, const T*, T*);
+TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(TCB_INSTANTIATE)
+#undef TCB_INSTANTIATE
 }  // namespace cuda
 
 #define TCB_INSTANTIATE(T) \
@@ -239,6 +253,7 @@ TCB_INSTANTIATE(__half)
 TCB_INSTANTIATE(__nv_bfloat16)
 TCB_INSTANTIATE(float)
 TCB_INSTANTIATE(double)
+TCB_INSTANTIATE(int32_t)
 #undef TCB_INSTANTIATE
 
 }  // namespace tf_conv_backprop

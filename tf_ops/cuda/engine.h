@@ -39,7 +39,8 @@ struct CudaContext {
 
 // The gradient `op` on the GPU: (a, b) -> out is (filter, dy) -> dx for the input
 // gradients, (x, dy) -> dW for the filter gradients. T is __half, __nv_bfloat16,
-// float or double; half and bfloat16 accumulate in float. Tensors are in
+// float or double; half and bfloat16 accumulate in float. int32_t too for
+// Conv2DBackpropInput alone (TF's set): exact, wrapping around as TF's int32 kernel. Tensors are in
 // geo.data_format order, the filter is always HWIO (depthwise: [rows, cols, in_depth,
 // depth_multiplier]); all pointers are device pointers. The output is fully written:
 // zeros where the reduction is empty.

@@ -56,6 +56,9 @@ struct WindowParams {
 #define TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(X)                                        \
   X(__half, int32_t) X(__half, int64_t) X(__nv_bfloat16, int32_t) X(__nv_bfloat16, int64_t) \
   X(float, int32_t) X(float, int64_t) X(double, int32_t) X(double, int64_t)
+// The same for the types only Conv2DBackpropInput takes (TF's int32): its kernel
+// and the layout moves around it.
+#define TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(X) X(int32_t, int32_t) X(int32_t, int64_t)
 
 SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);

@@ -151,6 +151,10 @@ REGISTER_CPU(Eigen::bfloat16)
 REGISTER_CPU(float)
 REGISTER_CPU(double)
 #undef REGISTER_CPU
+// TF registers int32 for Conv2DBackpropInput alone (exact, wrapping around).
+REGISTER_KERNEL_BUILDER(Name("ConvBackprop>Conv2DBackpropInput").Device(::tensorflow::DEVICE_CPU)
+                            .TypeConstraint<int32_t>("T"),
+                        ConvBackpropOp<CpuDevice, int32_t, OpKind::kConv2DBackpropInput>);
 
 #if GOOGLE_CUDA
 // The sizes input stays in host memory: the kernel reads it to shape the output.
@@ -181,6 +185,11 @@ REGISTER_GPU(Eigen::bfloat16)
 REGISTER_GPU(float)
 REGISTER_GPU(double)
 #undef REGISTER_GPU
+REGISTER_KERNEL_BUILDER(Name("ConvBackprop>Conv2DBackpropInput")
+                            .Device(::tensorflow::DEVICE_GPU)
+                            .TypeConstraint<int32_t>("T")
+                            .HostMemory("input_sizes"),
+                        ConvBackpropOp<GpuDevice, int32_t, OpKind::kConv2DBackpropInput>);
 #endif  // GOOGLE_CUDA
 
 }  // namespace

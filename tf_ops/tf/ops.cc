@@ -91,12 +91,14 @@ absl::Status ShapeFnFor(InferenceContext* c) {
 
 }  // namespace
 
+// TF 2.21 takes int32 in Conv2DBackpropInput alone (tf.nn.conv2d_transpose of
+// integer tensors), not in the other three.
 REGISTER_OP("ConvBackprop>Conv2DBackpropInput")
     .Input("input_sizes: int32")
     .Input("filter: T")
     .Input("out_backprop: T")
     .Output("output: T")
-    .Attr("T: {half, bfloat16, float, double}")
+    .Attr("T: {half, bfloat16, float, double, int32}")
     .Attr("strides: list(int)")
     .Attr("use_cudnn_on_gpu: bool = true")
     .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
