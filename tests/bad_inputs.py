@@ -257,7 +257,9 @@ add("S5a_BF_grouped_filter_sizes", "conv2d_filter", unimpl("`filter_sizes`"),
 add("S5a_BF_filter_sizes_depth_not_dividing", "conv2d_filter", inval("`filter_sizes`"),
     sizes=[1, 1, 3, 1], data_shape=[1, 1, 1, 2], dy_shape=[1, 1, 1, 1],
     strides=[1, 66, 49, 1])
-add("S5b_BF_empty_batch_grouped", "conv2d_filter", unimpl("`filter_sizes`"),
+# Grouped depths and a spatial mismatch: the shapes are checked before the grouping is
+# refused, as TF does (its text: "Size of out_backprop doesn't match computed").
+add("S5b_BF_empty_batch_grouped", "conv2d_filter", inval("`out_backprop`"),
     sizes=[3, 8, 1, 1], data_shape=[0, 1, 1, 5], dy_shape=[0, 1, 1, 1],
     strides=[1, 66, 49, 1])
 add("S5b_BF_empty_batch_spatial_mismatch", "conv2d_filter", inval("`out_backprop`"),
@@ -662,11 +664,24 @@ def _sizes_tensor(tf, case):
     return tf.constant(np.array(case.sizes, dtype=dt.as_numpy_dtype), dtype=dt)
 
 
-def _invoke(case, sizes, data, dy):
+def _invoke(case, sizes, data, dy, builtin=False):
+    """Calls our op, or with `builtin` TF's own op with the same arguments."""
+    import tensorflow as tf
     import tf_conv_backprop as tcb
     from tf_conv_backprop._loader import load_library
 
     first, second = (sizes, data) if case.computes_input else (data, sizes)
+    if builtin:
+        if case.raw:
+            names = ("input_sizes", "filter") if case.computes_input else ("input", "filter_sizes")
+            return getattr(tf.raw_ops, case.spec.tf_op_name)(
+                **{names[0]: first, names[1]: second}, out_backprop=dy, strides=case.strides,
+                padding=case.padding, explicit_paddings=case.explicit_paddings,
+                data_format=case.data_format, dilations=case.dilations)
+        extra = {"filters": second} if case.pass_filters_too else {}
+        return case.spec.tf_reference(first, second, dy, case.strides, case.padding,
+                                      data_format=case.data_format, dilations=case.dilations,
+                                      **extra)
     if case.raw:
         fn = getattr(load_library(), case.spec.generated)
         return fn(first, second, dy, strides=case.strides, padding=case.padding,
@@ -702,8 +717,9 @@ def _reference_error(case, result):
     return _ops.relative_error(result, ref)
 
 
-def run_case(case_id, mode):
-    """Runs one case eagerly or in a tf.function; returns a JSON-able dict."""
+def run_case(case_id, mode, builtin=False):
+    """Runs one case eagerly or in a tf.function (with `builtin`, on TF's own op);
+    returns a JSON-able dict."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
@@ -712,7 +728,7 @@ def run_case(case_id, mode):
 
     def build_and_call():
         return _invoke(case, _sizes_tensor(tf, case), _tensor(tf, case.data_shape, case.dtype),
-                       _tensor(tf, case.dy_shape, dy_dtype))
+                       _tensor(tf, case.dy_shape, dy_dtype), builtin=builtin)
 
     try:
         if mode == "eager":

@@ -80,14 +80,13 @@ class IsolatedRunner:
             self._pool = None
 
 
-@pytest.fixture(scope="module")
-def runner():
-    # The spawned worker must import tf_conv_backprop and bad_inputs from the source
-    # tree (conftest.py only fixes the parent's sys.path) and keep TF quiet.
-    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
+def isolated_runner(**env):
+    """An IsolatedRunner whose spawned worker imports tf_conv_backprop and bad_inputs
+    from the source tree (conftest.py only fixes the parent's sys.path), keeps TF quiet
+    and sees `env`; a generator for module fixtures (the environment is restored)."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", *env)}
     paths = [_PYTHON_DIR, _HERE] + ([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else [])
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    os.environ.update(PYTHONPATH=os.pathsep.join(paths), TF_CPP_MIN_LOG_LEVEL="2", **env)
     r = IsolatedRunner()
     try:
         yield r
@@ -98,6 +97,11 @@ def runner():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def runner():
+    yield from isolated_runner()
 
 
 def _describe(case):

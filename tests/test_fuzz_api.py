@@ -106,6 +106,9 @@ class Invalid(Exception):
 
 
 def _window_attr(op, name, values, fmt):
+    # TF reads the attribute as int32 first: an out-of-range value fails before its length.
+    if isinstance(values, (list, tuple)) and any(not -2**31 <= v < 2**31 for v in values):
+        raise Invalid("InvalidArgumentError", f"{name} int32 range")
     if not isinstance(values, (list, tuple)) or len(values) != 4:
         raise Invalid("InvalidArgumentError", f"{name} length")
     n, h, w, c = (values[0], values[1], values[2], values[3]) if fmt == "NHWC" else \
@@ -213,9 +216,9 @@ def predict(call):
     if bo != bi:
         raise Invalid("InvalidArgumentError", "batch mismatch")
     depthwise = _ops.BY_KEY[op].depthwise
-    if fin != cin:
-        if not depthwise and cin > 0 and fin > 0 and cin % fin == 0:
-            raise Invalid("UnimplementedError", "grouped")
+    # Grouped depths are refused only after every shape check (TF's order).
+    grouped = fin != cin and not depthwise and cin > 0 and fin > 0 and cin % fin == 0
+    if fin != cin and not grouped:
         raise Invalid("InvalidArgumentError", "in_depth mismatch")
     if depthwise:
         if cin * fout != cout or cin * fout >= 2**63:
@@ -226,6 +229,8 @@ def predict(call):
                                            (wi, kw, sw, dw, pads[2], pads[3], wo)):
         if _out_size(n_in, k, s, d, padding, pb, pa) != actual:
             raise Invalid("InvalidArgumentError", "out_backprop spatial mismatch")
+    if grouped:
+        raise Invalid("UnimplementedError", "grouped")
     return "ok", sized
 
 

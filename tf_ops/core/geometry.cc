@@ -10,11 +10,6 @@
 namespace tf_conv_backprop {
 namespace {
 
-// Strides and dilations are list(int) attributes (int64 in the graph); TF's own
-// kernels read them as int32, so anything larger is rejected rather than allowed to
-// overflow the size arithmetic.
-constexpr int64_t kMaxStrideOrDilation = INT32_MAX;
-
 std::string ListString(const std::vector<int64_t>& v) {
   std::ostringstream os;
   os << "[";
@@ -36,30 +31,55 @@ std::string Str(const Args&... args) {
   return os.str();
 }
 
-// Strides/dilations share every rule: 4 entries, 1 on batch and depth, positive and
-// bounded on rows and cols.
+// TF's message for a check first, then ours: compatibility suites match TF's texts
+// (assertRaisesRegex), and ours adds the argument's name and the values at fault.
+std::string WithTfText(OpKind op, const std::string& tf_text, const std::string& ours) {
+  const bool sentence = !tf_text.empty() && tf_text.back() == '.';
+  return Str(OpName(op), ": ", tf_text, sentence ? " " : "; ", ours);
+}
+
+// TF's TensorShape text for a shape whose element count overflows int64.
+std::string ShapeOverflowText(const std::vector<int64_t>& dims) {
+  std::string list;
+  for (size_t i = 0; i < dims.size(); ++i) list += Str(i ? "," : "", dims[i]);
+  return Str("Shape [", list, "] would have more than 2**63 - 1 elements");
+}
+
+// Strides/dilations share every rule, checked in TF's order: int32 values (TF reads
+// these list(int) attributes as int32, so larger ones never reach the size arithmetic),
+// 4 entries, 1 on batch and depth, positive on rows and cols.
 Status ParseWindowAttr(OpKind op, const char* name, const std::vector<int64_t>& values,
                        DataFormat format, int64_t* rows, int64_t* cols) {
+  const std::string given = Str("`", name, "` = ", ListString(values), " (", FormatName(format), ")");
+  for (int64_t v : values) {
+    if (v < INT32_MIN || v > INT32_MAX) {
+      return InvalidArgument(
+          WithTfText(op, Str("Attr ", name, " has value ", v, " out of range for an int32"), given));
+    }
+  }
   if (values.size() != 4) {
-    return InvalidArgument(Str(OpName(op), ": `", name, "` must specify 4 dimensions (",
-                               FormatName(format), " order), got ", values.size(), ": ",
-                               ListString(values)));
+    return InvalidArgument(WithTfText(op, Str("Sliding window ", name, " field must specify 4 dimensions"),
+                                      Str(given, " has ", values.size())));
   }
   const DimIndex d = DimsOf(format);
   if (values[d.batch] != 1 || values[d.depth] != 1) {
     const std::string msg =
-        Str(OpName(op), ": `", name, "` in the batch and depth dimensions must be 1, got ", name,
-            "=", ListString(values), " (", FormatName(format), ")");
+        WithTfText(op, Str("Current implementation does not yet support ", name, " in the batch and depth dimensions."),
+                   Str(given, ": batch and depth must be 1"));
     // TF's Conv2DBackpropInput reports this as Unimplemented, every other op as
     // InvalidArgument; keep the class users may already catch.
     return op == OpKind::kConv2DBackpropInput ? Unimplemented(msg) : InvalidArgument(msg);
   }
   *rows = values[d.rows];
   *cols = values[d.cols];
-  if (*rows <= 0 || *cols <= 0 || *rows > kMaxStrideOrDilation || *cols > kMaxStrideOrDilation) {
-    return InvalidArgument(Str(OpName(op), ": `", name, "` in the row and column dimensions must be in [1, ",
-                               kMaxStrideOrDilation, "], got ", name, "=", ListString(values), " (",
-                               FormatName(format), ")"));
+  if (*rows <= 0 || *cols <= 0) {
+    // TF's depthwise kernels only meet a zero stride in the output-size arithmetic
+    // and never read dilations.
+    const std::string tf_text =
+        std::string(name) == "dilations" ? std::string("Dilated rates should be larger than 0.")
+        : IsDepthwise(op)                ? Str("Stride must be > 0, but got ", *rows <= 0 ? *rows : *cols)
+                                         : std::string("Row and column strides should be larger than 0.");
+    return InvalidArgument(WithTfText(op, tf_text, Str(given, ": rows and cols must be >= 1")));
   }
   return OkStatus();
 }
@@ -175,8 +195,8 @@ Status ParseAttrs(OpKind op, const std::string& data_format, const std::string& 
   } else if (data_format == "NCHW") {
     a.data_format = DataFormat::kNCHW;
   } else {
-    return InvalidArgument(Str(OpName(op), ": `data_format` must be NHWC or NCHW, got \"",
-                               data_format, "\""));
+    return InvalidArgument(WithTfText(op, "Invalid data format",
+                                      Str("`data_format` must be NHWC or NCHW, got \"", data_format, "\"")));
   }
   Status s = ParseWindowAttr(op, "strides", strides, a.data_format, &a.stride_rows, &a.stride_cols);
   if (!s.ok()) return s;
@@ -193,28 +213,31 @@ Status ParseAttrs(OpKind op, const std::string& data_format, const std::string& 
     return InvalidArgument(Str(OpName(op), ": `padding` must be SAME, VALID or EXPLICIT, got \"",
                                padding, "\""));
   }
+  const std::string given = Str("`explicit_paddings` = ", ListString(explicit_paddings), " (",
+                                FormatName(a.data_format), " order, before/after pairs)");
   if (a.padding != Padding::kExplicit) {
     if (!explicit_paddings.empty()) {
-      return InvalidArgument(Str(OpName(op), ": `explicit_paddings` must be empty when padding is ",
-                                 padding, ", got ", ListString(explicit_paddings)));
+      return InvalidArgument(WithTfText(
+          op, "explicit_paddings attribute must be empty if the padding attribute is not EXPLICIT",
+          Str("`padding` is ", padding, ", ", given)));
     }
   } else {
     if (explicit_paddings.size() != 8) {
-      return InvalidArgument(Str(OpName(op), ": `explicit_paddings` must contain 8 values (",
-                                 FormatName(a.data_format), " order, before/after pairs), got ",
-                                 explicit_paddings.size(), ": ", ListString(explicit_paddings)));
+      return InvalidArgument(WithTfText(
+          op, Str("explicit_paddings attribute must contain 8 values, but got: ", explicit_paddings.size()),
+          given));
     }
     for (int64_t p : explicit_paddings) {
       if (p < 0) {
-        return InvalidArgument(Str(OpName(op), ": every element of `explicit_paddings` must be >= 0, got ",
-                                   ListString(explicit_paddings)));
+        return InvalidArgument(WithTfText(op, "All elements of explicit_paddings must be nonnegative", given));
       }
     }
     const DimIndex d = DimsOf(a.data_format);
     if (explicit_paddings[2 * d.batch] || explicit_paddings[2 * d.batch + 1] ||
         explicit_paddings[2 * d.depth] || explicit_paddings[2 * d.depth + 1]) {
-      return InvalidArgument(Str(OpName(op), ": `explicit_paddings` in the batch and depth dimensions must be 0, got ",
-                                 ListString(explicit_paddings), " (", FormatName(a.data_format), ")"));
+      return InvalidArgument(
+          WithTfText(op, "Nonzero explicit padding in the batch or depth dimensions is not supported",
+                     Str(given, ": the batch and depth pairs must be 0")));
     }
     a.pad_top = explicit_paddings[2 * d.rows];
     a.pad_bottom = explicit_paddings[2 * d.rows + 1];
@@ -281,36 +304,60 @@ Status ShapeFromSizes(OpKind op, const ConvAttrs& attrs, const std::vector<int64
                       const int32_t* sizes, const std::vector<int64_t>& filter_shape,
                       const std::vector<int64_t>& out_backprop_shape, std::vector<int64_t>* shape) {
   const std::string name = ComputesInputGrad(op) ? "input_sizes" : "filter_sizes";
+  // TF's Conv2DBackpropInput reads out_backprop's rank before the sizes (its message
+  // names input_sizes; ours names the tensor at fault).
+  if (op == OpKind::kConv2DBackpropInput && out_backprop_shape.size() != 4) {
+    return InvalidArgument(Str(OpName(op), ": `out_backprop` must be 4-dimensional, got shape ",
+                               ListString(out_backprop_shape)));
+  }
   if (sizes_dims.size() != 1) {
-    return InvalidArgument(Str(OpName(op), ": `", name, "` must be a 1-D tensor, got shape ",
-                               ListString(sizes_dims)));
+    return InvalidArgument(WithTfText(op, Str(name, " input must be 1-dim, not ", sizes_dims.size()),
+                                      Str("`", name, "` has shape ", ListString(sizes_dims))));
   }
   const int64_t n = sizes_dims[0];
-  const bool two_element_form = op == OpKind::kConv2DBackpropInput && n == 2;
-  if (n != 4 && !two_element_form) {
-    return InvalidArgument(Str(OpName(op), ": `", name, "` must contain 4 values",
-                               op == OpKind::kConv2DBackpropInput ? " or 2 values (rows, cols)" : "",
-                               ", got ", n));
-  }
   std::vector<int64_t> values(sizes, sizes + n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (values[i] < 0) {
-      return InvalidArgument(Str(OpName(op), ": every element of `", name, "` must be >= 0, got ",
-                                 ListString(values)));
-    }
+  const std::string given = Str("`", name, "` = ", ListString(values));
+  const bool two_element_form = op == OpKind::kConv2DBackpropInput && n == 2;
+  if (op == OpKind::kConv2DBackpropInput && n != 4 && n != 2) {
+    return InvalidArgument(WithTfText(
+        op, Str("Conv2DBackpropInput requires input_sizes to contain 4 values or 2 values, but got: ", n),
+        given));
   }
   if (!two_element_form) {
+    // The sizes vector is the shape (its length is checked with the tensor's rank),
+    // built element by element as TF builds it, so the same element fails first.
+    int64_t elements = 1;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = values[i];
+      if (v < 0) {
+        const std::string tf_text = IsDepthwise(op) ? Str("Dimension ", i, " of ", name, " must be >= 0")
+                                                    : Str("Dimension ", v, " must be >= 0");
+        return InvalidArgument(WithTfText(op, tf_text, given));
+      }
+      int64_t product;
+      if (!CheckedMul(elements, v, &product)) {
+        std::string tf_text;
+        if (IsDepthwise(op)) {
+          tf_text = Str("Encountered overflow when multiplying ", elements, " with ", v, ", result: -1");
+        } else {
+          tf_text = ShapeOverflowText(values);
+        }
+        return InvalidArgument(WithTfText(op, tf_text, Str(given, " has more elements than fit in int64")));
+      }
+      elements = product;
+    }
     *shape = values;
     return OkStatus();
   }
-  // (rows, cols): batch from out_backprop, depth from filter; both must be 4-D first.
+  if (values[0] < 0 || values[1] < 0) {
+    return InvalidArgument(WithTfText(
+        op, Str("elements of input_sizes must be >= 0, not ", values[0], "x", values[1]), given));
+  }
+  // (rows, cols): batch from out_backprop, depth from filter (TF reads filter[2]
+  // without checking its rank).
   if (filter_shape.size() != 4) {
     return InvalidArgument(Str(OpName(op), ": `filter` must be 4-dimensional, got shape ",
                                ListString(filter_shape)));
-  }
-  if (out_backprop_shape.size() != 4) {
-    return InvalidArgument(Str(OpName(op), ": `out_backprop` must be 4-dimensional, got shape ",
-                               ListString(out_backprop_shape)));
   }
   const DimIndex d = DimsOf(attrs.data_format);
   shape->assign(4, 0);
@@ -343,12 +390,14 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
                            {"out_backprop", &out_backprop_shape, &g.out_backprop_elements}};
   for (const Named& t : tensors) {
     if (t.shape->size() != 4) {
-      return InvalidArgument(Str(OpName(op), ": `", Label(op, t.name), "` must be 4-dimensional, got shape ",
-                                 ListString(*t.shape)));
+      return InvalidArgument(WithTfText(op, Str(t.name, " must be 4-dimensional"),
+                                        Str("`", Label(op, t.name), "` has shape ", ListString(*t.shape))));
     }
     if (!NumElements(*t.shape, t.elements)) {
-      return InvalidArgument(Str(OpName(op), ": `", Label(op, t.name), "` shape ", ListString(*t.shape),
-                                 " has a negative dimension or more elements than fit in int64"));
+      // Only a shape built from the sizes input can get here: (rows, cols) with batch and depth.
+      return InvalidArgument(WithTfText(op, ShapeOverflowText(*t.shape),
+                                        Str("`", Label(op, t.name), "` shape ", ListString(*t.shape),
+                                            " has a negative dimension or more elements than fit in int64")));
     }
   }
   const DimIndex d = DimsOf(attrs.data_format);
@@ -366,65 +415,106 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
   g.dilation_rows = attrs.dilation_rows;
   g.dilation_cols = attrs.dilation_cols;
 
+  const std::string input = Label(op, "input"), filter = Label(op, "filter");
+  const std::string shapes = Str("`", input, "` ", ListString(input_shape), ", `", filter, "` ",
+                                 ListString(filter_shape), ", `out_backprop` ", ListString(out_backprop_shape));
   if (out_backprop_shape[d.batch] != g.batch) {
-    return InvalidArgument(Str(OpName(op), ": `", Label(op, "input"), "` and `out_backprop` must have the same batch size, got ",
-                               g.batch, " (shape ", ListString(input_shape), ") and ", out_backprop_shape[d.batch],
-                               " (shape ", ListString(out_backprop_shape), ")"));
+    const std::string tf_text =
+        g.depthwise ? std::string("input and out_backprop must have the same batch size")
+                    : Str("input and out_backprop must have the same batch size. Input batch: ", g.batch,
+                          ", outbackprop batch: ", out_backprop_shape[d.batch], ", batch_dim: ", d.batch);
+    return InvalidArgument(WithTfText(op, tf_text, Str("batch sizes differ: ", shapes)));
   }
+  // TF's order for conv2d: a positive filter depth dividing the input depth, then
+  // the output depth; the grouped case (a proper divisor) is refused only after every
+  // shape check, as TF's GPU kernels would run it.
+  bool grouped = false;
   if (filter_shape[2] != g.in_depth) {
-    if (!g.depthwise && g.in_depth > 0 && filter_shape[2] > 0 && g.in_depth % filter_shape[2] == 0) {
-      return Unimplemented(Str(OpName(op), ": grouped convolutions are not supported: input depth ", g.in_depth,
-                               " is a multiple of `", Label(op, "filter"), "` depth ", filter_shape[2],
-                               " (filter shape ", ListString(filter_shape), ")"));
+    const std::string detail =
+        Str("`", filter, "` in_depth (dimension 2) must equal the input depth ", g.in_depth, ": ", shapes);
+    if (g.depthwise) return InvalidArgument(WithTfText(op, "input and filter must have the same in_depth", detail));
+    if (filter_shape[2] <= 0) {
+      // (sic): TF's text.
+      return InvalidArgument(WithTfText(op, "filter depth must be strictly greated than zero", detail));
     }
-    return InvalidArgument(Str(OpName(op), ": `", Label(op, "filter"), "` in_depth (dimension 2) must equal the input depth ",
-                               g.in_depth, ", got filter shape ", ListString(filter_shape)));
+    if (g.in_depth % filter_shape[2] != 0) {
+      return InvalidArgument(WithTfText(op, "input depth must be evenly divisible by filter depth", detail));
+    }
+    if (g.in_depth == 0) return InvalidArgument(Str(OpName(op), ": ", detail));
+    grouped = true;
   }
   if (g.depthwise) {
     g.depth_multiplier = filter_shape[3];
     int64_t expected;
     if (!CheckedMul(g.in_depth, g.depth_multiplier, &expected) || expected != g.out_depth) {
-      return InvalidArgument(Str(OpName(op), ": `out_backprop` depth must be in_depth * depth_multiplier = ",
-                                 g.in_depth, " * ", g.depth_multiplier, ", got ", g.out_depth, " (shape ",
-                                 ListString(out_backprop_shape), ")"));
+      return InvalidArgument(WithTfText(op, "depth_multiplier * in_depth not equal to out_depth",
+                                        Str("`out_backprop` depth must be in_depth * depth_multiplier = ",
+                                            g.in_depth, " * ", g.depth_multiplier, ", got ", g.out_depth,
+                                            ": ", shapes)));
     }
   } else if (filter_shape[3] != g.out_depth) {
-    return InvalidArgument(Str(OpName(op), ": `", Label(op, "filter"), "` out_depth (dimension 3) must equal the `out_backprop` depth ",
-                               g.out_depth, ", got filter shape ", ListString(filter_shape)));
+    return InvalidArgument(WithTfText(op, "filter and out_backprop must have the same out_depth",
+                                      Str("`", filter, "` out_depth (dimension 3) must equal the `out_backprop` depth ",
+                                          g.out_depth, ": ", shapes)));
   }
 
   struct Spatial {
     const char* name;
+    int tensor_dim;
     int64_t in, filter, dilation, stride, explicit_before, explicit_after, actual;
     int64_t *out, *pad_before, *pad_after;
   };
   const Spatial dims[] = {
-      {"rows", g.in_rows, g.filter_rows, g.dilation_rows, g.stride_rows, attrs.pad_top, attrs.pad_bottom,
+      {"rows", d.rows, g.in_rows, g.filter_rows, g.dilation_rows, g.stride_rows, attrs.pad_top, attrs.pad_bottom,
        out_backprop_shape[d.rows], &g.out_rows, &g.pad_top, &g.pad_bottom},
-      {"cols", g.in_cols, g.filter_cols, g.dilation_cols, g.stride_cols, attrs.pad_left, attrs.pad_right,
+      {"cols", d.cols, g.in_cols, g.filter_cols, g.dilation_cols, g.stride_cols, attrs.pad_left, attrs.pad_right,
        out_backprop_shape[d.cols], &g.out_cols, &g.pad_left, &g.pad_right},
   };
-  for (const Spatial& s : dims) {
+  const auto output_size = [&](const Spatial& s) {
     Status st = WindowedOutputSize(s.in, s.filter, s.dilation, s.stride, attrs.padding, s.explicit_before,
                                    s.explicit_after, s.out, s.pad_before, s.pad_after);
     if (!st.ok()) {
       // Name what the caller controls: the input and filter extents, strides,
       // dilations and padding that produced the impossible size.
-      st.message = Str(OpName(op), ": ", s.name, " of `", Label(op, "input"), "` (", s.in, ") and `",
-                       Label(op, "filter"), "` (", s.filter, ") with `strides` ", s.stride, ", `dilations` ",
-                       s.dilation, ", `padding` ", PaddingName(attrs.padding),
+      st.message = Str(OpName(op), ": ", s.name, " of `", input, "` (", s.in, ") and `", filter, "` (", s.filter,
+                       ") with `strides` ", s.stride, ", `dilations` ", s.dilation, ", `padding` ",
+                       PaddingName(attrs.padding),
                        attrs.padding == Padding::kExplicit
                            ? Str(" (`explicit_paddings` ", s.explicit_before, "/", s.explicit_after, ")")
                            : std::string(),
                        ": ", st.message);
-      return st;
     }
-    if (*s.out != s.actual) {
-      return InvalidArgument(Str(OpName(op), ": `out_backprop` ", s.name, " don't match the forward output: actual = ",
-                                 s.actual, ", computed = ", *s.out, " (input ", s.name, ": ", s.in, ", filter: ",
-                                 s.filter, ", stride: ", s.stride, ", dilation: ", s.dilation, ", pads: ",
-                                 *s.pad_before, "/", *s.pad_after, ")"));
-    }
+    return st;
+  };
+  const auto matches = [&](const Spatial& s) {
+    if (*s.out == s.actual) return OkStatus();
+    const std::string tf_text =
+        g.depthwise ? Str("Number of ", s.name, " of out_backprop doesn't match computed: actual = ", s.actual,
+                          ", computed = ", *s.out)
+                    : Str("Size of out_backprop doesn't match computed: actual = ", s.actual, ", computed = ",
+                          *s.out, " spatial_dim: ", s.tensor_dim, " input: ", s.in, " filter: ", s.filter,
+                          " output: ", s.actual, " stride: ", s.stride, " dilation: ", s.dilation);
+    return InvalidArgument(WithTfText(
+        op, tf_text,
+        Str("`out_backprop` ", s.name, " don't match the forward output (input ", s.name, ": ", s.in,
+            ", filter: ", s.filter, ", stride: ", s.stride, ", dilation: ", s.dilation, ", pads: ", *s.pad_before,
+            "/", *s.pad_after, ")")));
+  };
+  // TF's depthwise kernels size both dimensions before comparing either; conv2d's
+  // compare each dimension as it is sized.
+  for (const Spatial& s : dims) {
+    Status st = output_size(s);
+    if (st.ok() && !g.depthwise) st = matches(s);
+    if (!st.ok()) return st;
+  }
+  for (const Spatial& s : dims) {
+    Status st = g.depthwise ? matches(s) : OkStatus();
+    if (!st.ok()) return st;
+  }
+  if (grouped) {
+    return Unimplemented(Str(OpName(op), ": grouped convolutions are not supported: input depth ", g.in_depth,
+                             " is a multiple of `", filter, "` depth ", filter_shape[2], " (filter shape ",
+                             ListString(filter_shape), ")"));
   }
   *geo = g;
   return OkStatus();
