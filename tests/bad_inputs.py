@@ -581,8 +581,9 @@ for _i, _op in enumerate(OPS):
     # Framework-level errors (TF's op construction / eager dispatch).
     _eager_or = lambda fn_cls: {"eager": ("InvalidArgumentError",), "function": fn_cls}  # noqa: E731
     if _i % 2 == 0:
-        add(f"{S}_dtype_int32", _op, framework_err(_eager_or(("TypeError",)), "T"),
-            dtype="int32")
+        # Conv2DBackpropInput takes int32 (as TF's does); neither takes int64.
+        _dt = "int64" if _op == "conv2d_input" else "int32"
+        add(f"{S}_dtype_{_dt}", _op, framework_err(_eager_or(("TypeError",)), "T"), dtype=_dt)
         add(f"{S}_sizes_int64", _op, framework_err(_eager_or(("TypeError",)), "int32"),
             sizes_dtype="int64")
     else:
