@@ -105,6 +105,10 @@ def tolerance(dtype, reduction_length, cancellation=1.0):
     float64 results, is of the same size as ours and well inside it.
     """
     n = max(int(reduction_length), 1)
+    # Sums of one sign (all-positive data) have a ratio of about 1/sqrt(n), yet their
+    # rounding error still grows about as sqrt(n) u (a random walk over partial sums of
+    # one sign): a ratio below 1 budgets as 1.
+    cancellation = max(1.0, cancellation)
     accumulation = math.sqrt(n) * cancellation * UNIT_ROUNDOFF[ACCUMULATES_IN[dtype]]
     return SLACK * (UNIT_ROUNDOFF[dtype] + accumulation)
 

@@ -8,11 +8,8 @@ TF 2.21 exports the six Python names in ten places (`tf.compat.v1.nn`: all six;
 The patch replaces module attributes, so it is process-global and not thread-safe:
 every thread sees ours while the block runs, and code that took a reference to TF's
 function before the block (`from tensorflow.nn import ...`, or a `tf.function` traced
-before) keeps TF's. TF's internal callers (`tf.nn.conv2d_transpose`,
-`tf.nn.conv1d_transpose`, the registered gradients of Conv2D and
-DepthwiseConv2dNative, Keras) call the generated functions in
-`tensorflow.python.ops.gen_nn_ops` instead, looked up at call time; `patched()` swaps
-those four too (`internal_targets()`), so they build our ops inside the block.
+before) keeps TF's. TF's internal callers (its own gradient registrations,
+`tf.nn.conv2d_transpose`, Keras) never call these public names and are not affected.
 """
 import contextlib
 import inspect
@@ -62,22 +59,6 @@ def patch_targets():
     return targets
 
 
-_GENERATED_PREFIX = "conv_backprop_"
-
-
-def internal_targets():
-    """(module, dotted module name, attribute, replacement) for the four generated op
-    functions in gen_nn_ops, the path of TF's own callers: our generated functions take
-    the same arguments (the op definitions match TF's)."""
-    from tensorflow.python.ops import gen_nn_ops  # pylint: disable=import-outside-toplevel
-    targets = []
-    for spec in OPS:
-        name = spec.generated[len(_GENERATED_PREFIX):]
-        if hasattr(gen_nn_ops, name):
-            targets.append((gen_nn_ops, "gen_nn_ops", name, getattr(load_library(), spec.generated)))
-    return targets
-
-
 @contextlib.contextmanager
 def patched():
     """Within the block, TF's public names for the four convolution gradients run
@@ -87,7 +68,6 @@ def patched():
             tf.nn.depthwise_conv2d_backprop_input(...)        # ours
             tf.compat.v1.nn.conv2d_backprop_filter(...)       # ours
             tf.raw_ops.Conv2DBackpropInput(...)               # ours
-            tf.nn.conv2d_transpose(...)                       # ours (through gen_nn_ops)
 
     TF's functions are put back on exit, also when the block raises. Process-global and
     not thread-safe (it swaps module attributes; see the module docstring). Nesting is
@@ -95,7 +75,7 @@ def patched():
     """
     saved = []
     try:
-        for module, _, name, replacement in patch_targets() + internal_targets():
+        for module, _, name, replacement in patch_targets():
             saved.append((module, name, getattr(module, name)))
             setattr(module, name, replacement)
         yield
