@@ -85,13 +85,16 @@ Status ParseAttrs(OpKind op, const std::string& data_format, const std::string& 
                   const std::vector<int64_t>& explicit_paddings, ConvAttrs* attrs);
 
 // Everything an engine needs, all int64, all validated. Tensors are in
-// `data_format` order; the filter is always [rows, cols, in_depth, out_depth]
+// `data_format` order; the filter is always [rows, cols, in_depth / groups, out_depth]
 // (depthwise: [rows, cols, in_depth, depth_multiplier]).
 struct ConvGeometry {
   int64_t batch = 0;
   int64_t in_rows = 0, in_cols = 0, in_depth = 0;
   int64_t filter_rows = 0, filter_cols = 0;
   int64_t depth_multiplier = 1;  // depthwise only; out_depth = in_depth * depth_multiplier
+  // conv2d only: group k reads input channels [k, k + 1) * group_in_depth() and
+  // writes output channels [k, k + 1) * group_out_depth(); 1 for a dense convolution.
+  int64_t groups = 1;
   int64_t out_rows = 0, out_cols = 0, out_depth = 0;
   int64_t stride_rows = 1, stride_cols = 1;
   int64_t dilation_rows = 1, dilation_cols = 1;
@@ -103,6 +106,8 @@ struct ConvGeometry {
   // Element counts, checked for int64 overflow when the geometry was built.
   int64_t input_elements = 0, filter_elements = 0, out_backprop_elements = 0;
 
+  int64_t group_in_depth() const { return in_depth / groups; }
+  int64_t group_out_depth() const { return out_depth / groups; }
   int64_t eff_filter_rows() const { return (filter_rows - 1) * dilation_rows + 1; }
   int64_t eff_filter_cols() const { return (filter_cols - 1) * dilation_cols + 1; }
 };
