@@ -15,6 +15,11 @@ run there is no TF time to beat, so we bound the cost of the layout or dtype ins
 NCHW <= 1.5, float64 <= 2.5). Ends with a summary per family against the speed targets
 (TARGETS below). Writes JSON and a PNG bar chart. The layers are bench/shapes.py's.
 
+Grouped layers (family "grouped", conv2d ops with groups > 1) have no TF CPU gradient to
+compare with (TF refuses them on CPU); their rows time TF's forward grouped convolution of
+the same layer instead and report fwd/ours, which the target wants >= 1 on every row (a
+gradient no slower than the forward pass it belongs to).
+
 A config with a third field `xla` (e.g. float32:NHWC:xla) compiles both sides with XLA
 (tf.function(jit_compile=True)): TF/ours is then TF's XLA lowering against ours, and
 the column XLA/plain is our op under XLA over our own kernel without XLA, in the same
@@ -50,6 +55,8 @@ BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 TARGETS = {("conv2d", "float32", "NHWC"): (1.0, 0.8),
            ("depthwise", "float32", "NHWC"): (1.5, 1.0),
            ("conv2d", "bfloat16", "NHWC"): (0.8, None)}
+# Grouped rows: TF's forward time / ours, every shape >= this.
+FORWARD_TARGET = 1.0
 # ours / ours-float32-NHWC <= bound.
 SELF_BOUNDS = {"NCHW": 1.5, "float64": 2.5}
 # Scratch bound per call: max(32 MiB, output size).
@@ -58,7 +65,7 @@ SCRATCH_FLOOR = 32 << 20
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--family", default="conv2d,depthwise")
+    p.add_argument("--family", default="conv2d,depthwise,grouped")
     p.add_argument("--op", default="", help="comma-separated op keys (default: all of the family)")
     p.add_argument("--configs", default=DEFAULT_CONFIGS,
                    help=f"comma-separated dtype:layout pairs (default {DEFAULT_CONFIGS})")
@@ -151,6 +158,28 @@ def copies_for(probe_seconds):
     return COPIES if probe_seconds < 0.02 else 2 if probe_seconds < 0.2 else 1
 
 
+def forward_function(problem, copies, jit_compile):
+    """TF's forward conv2d of the problem's layer (the grouped layers' reference time),
+    `copies` chained calls as in timed_function."""
+    rng = np.random.default_rng(1)
+
+    def const(shape):
+        return tf.cast(tf.constant(rng.standard_normal(shape, np.float32)), problem.dtype)
+    xs, w = [const(problem.input_shape) for _ in range(copies)], const(problem.filter_shape)
+
+    @tf.function(autograph=False, jit_compile=jit_compile)
+    def run():
+        outs = []
+        for x in xs:
+            with tf.control_dependencies(outs[-1:]):
+                outs.append(tf.nn.conv2d(x, w, problem.strides4, problem.padding,
+                                         data_format=problem.data_format,
+                                         dilations=problem.dilations4))
+        return outs
+    run.copies = copies
+    return run
+
+
 def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=False):
     problem = Problem(layer, spec, dtype, layout, batch)
     primary = (dtype, layout) == ("float32", "NHWC") and not xla
@@ -181,6 +210,11 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
     if out_tf is not None:
         runs.append(build(tf_fn, problem, copies))
         names.append("tf")
+    if layer.groups > 1:
+        forward = forward_function(problem, copies, xla)
+        if try_call(forward)[0] is not None:
+            runs.append(forward)
+            names.append("tf_forward")
     if xla:
         runs.append(build(ours_fn, problem, copies, jit_compile=False))
         names.append("ours_no_xla")
@@ -210,10 +244,13 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
            "xla_over_no_xla": (median_ratio(times["ours"], times["ours_no_xla"])
                                if "ours_no_xla" in times else None),
            "ours_no_xla_ms": ms.get("ours_no_xla"),
+           "tf_forward_ms": ms.get("tf_forward"),
+           "forward_over_ours": (median_ratio(times["tf_forward"], times["ours"])
+                                 if "tf_forward" in times else None),
            "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(problem),
            "variant": variant,
            "spread_ours": (max(times["ours"]) - min(times["ours"])) / min(times["ours"])}
-    if not layer.depthwise:
+    if not layer.depthwise:  # conv2d and grouped
         peak = peaks["gflops"] / (2 if dtype == "float64" else 1)
         row["peak_fraction"] = row["ours_gflops"] / peak
     else:
@@ -234,23 +271,23 @@ def fmt(x, spec):
 def print_rows(rows):
     xla = any(r.get("xla") for r in rows)
     headers = ["shape", "grad", "dtype", "layout", "ours ms", "ours GF/s", "TF ms", "TF GF/s",
-               "TF/ours", "XLA/plain" if xla else "ours/f32", "peak", "scratch MiB", "spread",
-               "CPU variant"]
+               "TF/ours", "XLA/plain" if xla else "ours/f32", "fwd/ours", "peak", "scratch MiB",
+               "spread", "CPU variant"]
     text = []
     for r in rows:
         if "error" in r:
-            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 9)
+            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 10)
             continue
         tf_ratio = fmt(r["tf_over_ours"], ".2f") if r["tf_error"] is None else r["tf_error"][:12]
         text.append([r["shape"], r["grad"], r["dtype"], r["layout"], fmt(r["ours_ms"], ".2f"),
                      fmt(r["ours_gflops"], ".1f"), fmt(r["tf_ms"], ".2f"),
                      fmt(r["tf_gflops"], ".1f"), tf_ratio,
                      fmt(r["xla_over_no_xla"] if xla else r["ours_over_ours_f32_nhwc"], ".2f"),
-                     fmt(r["peak_fraction"], ".0%"),
+                     fmt(r.get("forward_over_ours"), ".2f"), fmt(r["peak_fraction"], ".0%"),
                      fmt(None if r["peak_scratch_bytes"] is None
                          else r["peak_scratch_bytes"] / 2 ** 20, ".1f"),
                      fmt(r["spread_ours"], ".0%"), r.get("variant") or "-"])
-    print(format_table(headers, text, right=set(range(4, 13))), flush=True)
+    print(format_table(headers, text, right=set(range(4, 14))), flush=True)
 
 
 def summarize(rows):
@@ -281,6 +318,14 @@ def summarize(rows):
                          met=entry["median_tf_over_ours"] >= med_t and not below)
             text += (f"; target median >= {med_t}" + (f", none < {min_t}" if min_t else "") +
                      f": {len(below)} below, {'MET' if entry['met'] else 'NOT MET'}")
+        forwards = [r["forward_over_ours"] for r in rs if r.get("forward_over_ours") is not None]
+        if forwards:
+            slower = sum(f < FORWARD_TARGET for f in forwards)
+            entry.update(median_forward_over_ours=statistics.median(forwards),
+                         min_forward_over_ours=min(forwards), slower_than_forward=slower)
+            text += (f"; TF forward/ours median {statistics.median(forwards):.2f} min "
+                     f"{min(forwards):.2f} (target every row >= {FORWARD_TARGET}: {slower} below, "
+                     f"{'MET' if not slower else 'NOT MET'})")
         bound = SELF_BOUNDS.get(key[2]) or SELF_BOUNDS.get(key[1])
         xla_costs = [r["xla_over_no_xla"] for r in rs if r.get("xla_over_no_xla")]
         if xla_costs:

@@ -457,12 +457,6 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
     return InvalidArgument(WithTfText(op, "filter and out_backprop must have the same out_depth",
                                       Str("`", filter, "` out_depth (dimension 3) must equal the `out_backprop` depth ",
                                           g.out_depth, ": ", shapes)));
-  } else if (g.out_depth % g.groups != 0 || g.out_depth < g.groups) {
-    return InvalidArgument(WithTfText(
-        op, Str("output depth must be evenly divisible by number of groups: ", g.out_depth, " vs ", g.groups),
-        Str("`", filter, "` out_depth (dimension 3) ", g.out_depth, " must be a positive multiple of the ",
-            g.groups, " groups (input depth ", g.in_depth, " / `", filter, "` in_depth ", filter_shape[2],
-            "): ", shapes)));
   }
 
   struct Spatial {
@@ -517,6 +511,14 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
   for (const Spatial& s : dims) {
     Status st = g.depthwise ? matches(s) : OkStatus();
     if (!st.ok()) return st;
+  }
+  // TF's forward op checks the groups against the output depth; its gradient kernels
+  // do not, so the shapes come first. An empty output depth gives zero gradients.
+  if (g.out_depth % g.groups != 0) {
+    return InvalidArgument(WithTfText(
+        op, Str("output depth must be evenly divisible by number of groups: ", g.out_depth, " vs ", g.groups),
+        Str("`", filter, "` out_depth (dimension 3) ", g.out_depth, " must be a multiple of the ", g.groups,
+            " groups (input depth ", g.in_depth, " / `", filter, "` in_depth ", filter_shape[2], "): ", shapes)));
   }
   *geo = g;
   return OkStatus();
