@@ -27,8 +27,10 @@ import tf_conv_backprop as tcb
 from cases import DTYPES, FORMATS, Case
 
 # (groups, in_depth, out_channels): two groups, three, four, one channel per group,
-# ResNeXt's narrow groups (32 of 4).
-GROUPINGS = ((2, 4, 6), (3, 6, 9), (4, 8, 4), (5, 5, 10), (32, 128, 128))
+# ResNeXt's narrow groups (32 of 4: the CPU merges them 4 to a 16-channel slice),
+# RegNet's 7 groups of 8 (2 a slice, the last slice half zeros), 6 groups of 4 -> 16.
+GROUPINGS = ((2, 4, 6), (3, 6, 9), (4, 8, 4), (5, 5, 10), (32, 128, 128), (7, 56, 56),
+             (6, 24, 96))
 KERNELS = ((1, 1), (3, 3))
 # (strides, dilations, padding, pads), taken in turn so each grouping meets each.
 GEOMETRIES = (((1, 1), (1, 1), "SAME", (0, 0, 0, 0)),

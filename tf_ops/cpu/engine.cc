@@ -209,7 +209,9 @@ void InputGradientInChunks(OpKind op, const CpuContext& ctx, const ConvGeometry&
 // Narrow groups merge until a slice is as wide as the dense kernels' tiles (16
 // channels), so 32 groups of 4 channels run as 8 slices of 16 on the register-tiled
 // kernels, at 4x the multiply-adds of the groups alone; groups of 16 and wider run
-// one per slice with no extra work. Merging stops at 8 groups a slice.
+// one per slice with no extra work. Merging stops at 8 groups a slice. A group count
+// the merge does not divide (RegNet's 7 or 19 groups of 8) fills the last slice up
+// with groups of zeros: channels past the tensor's gather as zeros, scatter nowhere.
 struct GroupSlices {
   int64_t groups_per_slice, slices, in_depth, out_depth;
 };
@@ -220,12 +222,12 @@ GroupSlices PlanSlices(const ConvGeometry& g) {
   const int64_t cg = g.group_in_depth(), og = g.group_out_depth();
   int64_t m = 1;
   for (int64_t k = 1; k <= std::min(kMaxGroupsPerSlice, g.groups); ++k) {
-    if (g.groups % k == 0 && (k * cg) % kSliceChannels == 0 && (k * og) % kSliceChannels == 0) {
+    if ((k * cg) % kSliceChannels == 0 && (k * og) % kSliceChannels == 0) {
       m = k;
       break;
     }
   }
-  return {m, g.groups / m, m * cg, m * og};
+  return {m, CeilDiv(g.groups, m), m * cg, m * og};
 }
 
 // One slice of `images` images as a dense NHWC geometry.
@@ -238,23 +240,52 @@ ConvGeometry SliceGeometry(const ConvGeometry& g, const GroupSlices& s, int64_t 
   return ChunkGeometry(c, images);
 }
 
+// A grouped call that no grouped row takes (directly or through the front end).
+template <typename T>
+bool NeedsSlices(OpKind op, const CpuContext& ctx, const ConvGeometry& geo) {
+  return geo.groups > 1 &&
+         cpu::SelectCandidates(cpu::MachineInput(op, geo, cpu::DtypeOf<T>(), ctx.num_threads)).count == 0;
+}
+
+// Runs fn(context, slice) for every slice. With enough slices to share out evenly,
+// the slices run concurrently, each on one thread: a slice is too small to split well
+// (32 slices of 1024 channels @7 over 2 threads: see the commit); otherwise one after
+// another, each with every thread. `cost` is one slice's cost.
+template <typename Fn>
+void ForEachSlice(const CpuContext& ctx, const GroupSlices& s, int64_t cost, Fn fn) {
+  const bool concurrent = ctx.num_threads > 1 && (s.slices % ctx.num_threads == 0 || s.slices >= 4 * ctx.num_threads);
+  if (!concurrent) {
+    for (int64_t slice = 0; slice < s.slices; ++slice) fn(ctx, slice);
+    return;
+  }
+  const CpuContext serial;
+  ctx.For(s.slices, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t slice = begin; slice < end; ++slice) fn(serial, slice);
+  });
+}
+
 // dst[p, 0:width) <-> src[p, offset:offset + width) for `pixels` rows of `stride`
 // channels: a slice's channels gathered from (or scattered back to) NHWC rows.
+// Channels past `stride` (the last slice's groups of zeros) gather as zeros and are
+// not scattered.
 template <typename A>
 void GatherChannels(const CpuContext& ctx, const A* src, int64_t stride, int64_t offset, int64_t width,
                     int64_t pixels, A* dst) {
+  const int64_t real = std::min(width, stride - offset);
   ctx.For(CeilDiv(pixels, kPixelBlock), kPixelBlock * width * kCopyCost, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin * kPixelBlock; p < std::min(pixels, end * kPixelBlock); ++p) {
-      std::copy_n(src + p * stride + offset, width, dst + p * width);
+      std::copy_n(src + p * stride + offset, real, dst + p * width);
+      std::fill_n(dst + p * width + real, width - real, A(0));
     }
   });
 }
 template <typename A>
 void ScatterChannels(const CpuContext& ctx, const A* src, int64_t width, int64_t pixels, int64_t stride,
                      int64_t offset, A* dst) {
+  const int64_t real = std::min(width, stride - offset);
   ctx.For(CeilDiv(pixels, kPixelBlock), kPixelBlock * width * kCopyCost, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin * kPixelBlock; p < std::min(pixels, end * kPixelBlock); ++p) {
-      std::copy_n(src + p * width, width, dst + p * stride + offset);
+      std::copy_n(src + p * width, real, dst + p * stride + offset);
     }
   });
 }
@@ -268,6 +299,7 @@ void ForEachSliceFilterElement(const ConvGeometry& g, const GroupSlices& s, int6
   for (int64_t tap = 0; tap < taps; ++tap)
     for (int64_t ci = 0; ci < s.in_depth; ++ci) {
       const int64_t group = ci / cg, first_co = group * og;
+      if (slice * s.groups_per_slice + group >= g.groups) break;  // the zero groups
       const int64_t grouped_row = (tap * cg + ci % cg) * g.out_depth + (slice * s.groups_per_slice + group) * og;
       const int64_t dense_row = (tap * s.in_depth + ci) * s.out_depth + first_co;
       for (int64_t co = 0; co < og; ++co) fn(dense_row + co, grouped_row + co);
@@ -307,8 +339,6 @@ void GroupedInputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& 
   const bool direct_out = std::is_same_v<T, A> && geo.data_format == DataFormat::kNHWC;
   ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
   ScratchBuffer<A> dx_buf(direct_out ? 0 : plan.images * dx_dims.image());
-  ScratchBuffer<A> dy_slice(plan.images * out_pixels * s.out_depth);
-  ScratchBuffer<A> dx_slice(plan.images * in_pixels * s.in_depth);
   for (int64_t n0 = 0; n0 < geo.batch; n0 += plan.images) {
     const int64_t nb = std::min(plan.images, geo.batch - n0);
     Dims4 dyc = dy_dims, dxc = dx_dims;
@@ -320,12 +350,17 @@ void GroupedInputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& 
     } else {
       dx = dx_buf.data();
     }
-    for (int64_t slice = 0; slice < s.slices; ++slice) {
-      GatherChannels(ctx, dy, geo.out_depth, slice * s.out_depth, s.out_depth, nb * out_pixels, dy_slice.data());
-      RunOnNhwc(op, ctx, SliceGeometry(geo, s, nb), w.data() + slice * slice_filter, dy_slice.data(),
-                dx_slice.data());
-      ScatterChannels(ctx, dx_slice.data(), s.in_depth, nb * in_pixels, geo.in_depth, slice * s.in_depth, dx);
-    }
+    ForEachSlice(ctx, s, nb * (in_pixels + out_pixels) * s.in_depth * s.out_depth,
+                 [&](const CpuContext& run, int64_t slice) {
+                   ScratchBuffer<A> dy_slice(nb * out_pixels * s.out_depth);
+                   ScratchBuffer<A> dx_slice(nb * in_pixels * s.in_depth);
+                   GatherChannels(run, dy, geo.out_depth, slice * s.out_depth, s.out_depth, nb * out_pixels,
+                                  dy_slice.data());
+                   RunOnNhwc(op, run, SliceGeometry(geo, s, nb), w.data() + slice * slice_filter,
+                             dy_slice.data(), dx_slice.data());
+                   ScatterChannels(run, dx_slice.data(), s.in_depth, nb * in_pixels, geo.in_depth,
+                                   slice * s.in_depth, dx);
+                 });
     if (!direct_out) FromNhwc(ctx, geo.data_format, dxc, dx_buf.data(), in_backprop + n0 * dxc.image(), false);
   }
 }
@@ -343,27 +378,30 @@ void GroupedFilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry&
   const ChunkPlan plan = PlanChunks(
       geo.batch, 2 * (x_dims.image() + dy_dims.image()) * static_cast<int64_t>(sizeof(A)), kChunkBytes, 1);
   ScratchVector<A> dw(s.slices * slice_filter);
-  ScratchBuffer<A> dw_chunk(plan.chunks > 1 ? slice_filter : 0);
   ScratchBuffer<A> x_buf(plan.images * x_dims.image());
   ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
-  ScratchBuffer<A> x_slice(plan.images * in_pixels * s.in_depth);
-  ScratchBuffer<A> dy_slice(plan.images * out_pixels * s.out_depth);
   for (int64_t n0 = 0; n0 < geo.batch; n0 += plan.images) {
     const int64_t nb = std::min(plan.images, geo.batch - n0);
     Dims4 xc = x_dims, dyc = dy_dims;
     xc.n = dyc.n = nb;
     const A* x = AsNhwc(ctx, geo.data_format, xc, input + n0 * xc.image(), x_buf);
     const A* dy = AsNhwc(ctx, geo.data_format, dyc, out_backprop + n0 * dyc.image(), dy_buf);
-    for (int64_t slice = 0; slice < s.slices; ++slice) {
-      GatherChannels(ctx, x, geo.in_depth, slice * s.in_depth, s.in_depth, nb * in_pixels, x_slice.data());
-      GatherChannels(ctx, dy, geo.out_depth, slice * s.out_depth, s.out_depth, nb * out_pixels, dy_slice.data());
-      A* total = dw.data() + slice * slice_filter;
-      RunOnNhwc(op, ctx, SliceGeometry(geo, s, nb), x_slice.data(), dy_slice.data(),
-                n0 == 0 ? total : dw_chunk.data());
-      if (n0 == 0) continue;
-      const A* add = dw_chunk.data();
-      for (int64_t i = 0; i < slice_filter; ++i) total[i] += add[i];
-    }
+    ForEachSlice(ctx, s, nb * (in_pixels + out_pixels) * s.in_depth * s.out_depth,
+                 [&](const CpuContext& run, int64_t slice) {
+                   ScratchBuffer<A> x_slice(nb * in_pixels * s.in_depth);
+                   ScratchBuffer<A> dy_slice(nb * out_pixels * s.out_depth);
+                   ScratchBuffer<A> dw_chunk(n0 == 0 ? 0 : slice_filter);
+                   GatherChannels(run, x, geo.in_depth, slice * s.in_depth, s.in_depth, nb * in_pixels,
+                                  x_slice.data());
+                   GatherChannels(run, dy, geo.out_depth, slice * s.out_depth, s.out_depth, nb * out_pixels,
+                                  dy_slice.data());
+                   A* total = dw.data() + slice * slice_filter;
+                   RunOnNhwc(op, run, SliceGeometry(geo, s, nb), x_slice.data(), dy_slice.data(),
+                             n0 == 0 ? total : dw_chunk.data());
+                   if (n0 == 0) return;
+                   const A* add = dw_chunk.data();
+                   for (int64_t i = 0; i < slice_filter; ++i) total[i] += add[i];
+                 });
   }
   for (int64_t slice = 0; slice < s.slices; ++slice) {
     const A* ws = dw.data() + slice * slice_filter;
@@ -388,9 +426,8 @@ Status InputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, 
     return OkStatus();
   }
   return Guarded([&] {
-    // No floating row takes groups (int32's row does, as it lies).
     if constexpr (cpu::IsFloating(cpu::DtypeOf<T>())) {
-      if (geo.groups > 1) return GroupedInputGradient(op, ctx, geo, filter, out_backprop, in_backprop);
+      if (NeedsSlices<T>(op, ctx, geo)) return GroupedInputGradient(op, ctx, geo, filter, out_backprop, in_backprop);
     }
     if (RunAsIs(op, ctx, geo, filter, out_backprop, in_backprop)) return;
     // An integer gradient runs only on rows that take it as it is (RunAsIs ran
@@ -417,7 +454,7 @@ Status FilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo,
     return OkStatus();
   }
   return Guarded([&] {
-    if (geo.groups > 1) return GroupedFilterGradient(op, ctx, geo, input, out_backprop, filter_backprop);
+    if (NeedsSlices<T>(op, ctx, geo)) return GroupedFilterGradient(op, ctx, geo, input, out_backprop, filter_backprop);
     if (RunAsIs(op, ctx, geo, input, out_backprop, filter_backprop)) return;
     const int64_t fe = geo.filter_elements;
     const Dims4 x_dims = InputDims(geo), dy_dims = OutBackpropDims(geo);

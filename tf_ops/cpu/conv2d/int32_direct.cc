@@ -31,14 +31,6 @@ Strides StridesOf(DataFormat format, int64_t rows, int64_t cols, int64_t depth) 
   return {depth * rows * cols, cols, 1, rows * cols};
 }
 
-// The output position whose tap at `offset` (k * dilation) reads input position `in`,
-// or -1 when there is none.
-int64_t Source(int64_t in, int64_t pad, int64_t offset, int64_t stride, int64_t out) {
-  const int64_t t = in + pad - offset;
-  if (t < 0 || t % stride != 0 || t / stride >= out) return -1;
-  return t / stride;
-}
-
 }  // namespace
 
 template <typename T>
@@ -58,24 +50,18 @@ bool Conv2DInputInt32Direct(const CpuContext& ctx, const ConvGeometry& g, const 
       const int64_t n = u / g.in_rows, ih = u % g.in_rows;
       for (int64_t iw = 0; iw < g.in_cols; ++iw) {
         std::fill(acc.begin(), acc.end(), 0u);
-        for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
-          const int64_t oh = Source(ih, g.pad_top, kh * g.dilation_rows, g.stride_rows, g.out_rows);
-          if (oh < 0) continue;
-          for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
-            const int64_t ow = Source(iw, g.pad_left, kw * g.dilation_cols, g.stride_cols, g.out_cols);
-            if (ow < 0) continue;
-            const T* y = dy + n * ys.image + oh * ys.row + ow * ys.col;
-            const T* w = filter + (kh * g.filter_cols + kw) * cg * cout;
-            for (int64_t ci = 0; ci < cin; ++ci) {
-              const T* w_row = w + (ci % cg) * cout;
-              uint32_t sum = acc[ci];
-              for (int64_t co = ci / cg * og; co < (ci / cg + 1) * og; ++co) {
-                sum += static_cast<uint32_t>(w_row[co]) * static_cast<uint32_t>(y[co * ys.channel]);
-              }
-              acc[ci] = sum;
+        ForEachTapReaching(g, ih, iw, [&](int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
+          const T* y = dy + n * ys.image + oh * ys.row + ow * ys.col;
+          const T* w = filter + (kh * g.filter_cols + kw) * cg * cout;
+          for (int64_t ci = 0; ci < cin; ++ci) {
+            const T* w_row = w + (ci % cg) * cout;
+            uint32_t sum = acc[ci];
+            for (int64_t co = ci / cg * og; co < (ci / cg + 1) * og; ++co) {
+              sum += static_cast<uint32_t>(w_row[co]) * static_cast<uint32_t>(y[co * ys.channel]);
             }
+            acc[ci] = sum;
           }
-        }
+        });
         T* x = dx + n * xs.image + ih * xs.row + iw * xs.col;
         for (int64_t ci = 0; ci < cin; ++ci) x[ci * xs.channel] = static_cast<int32_t>(acc[ci]);
       }
