@@ -18,8 +18,11 @@
 // shards of pixel rows, added in shard order), so results do not depend on threads.
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "tf_ops/core/scratch.h"
 #include "tf_ops/cpu/isa_kernels.h"
@@ -52,18 +55,52 @@ struct Lanes {
   }
 };
 
-// The first n (< L) lanes of a vector, the rest zero; and their store. Tails hold
-// whole groups, so the zero lanes never reach a real one through a permute.
+// The first n (< L) lanes of a vector, the rest zero, and their store: masked loads
+// and stores (no call, no read past the tensor). Tails hold whole groups, so the zero
+// lanes never reach a real one through a permute.
+#if defined(__AVX512F__)
 template <typename V, typename T>
 V LoadFirst(const T* p, int64_t n) {
-  V v = {};
-  std::memcpy(&v, p, n * sizeof(T));
-  return v;
+  if constexpr (std::is_same_v<T, float>) {
+    return reinterpret_cast<V>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p));
+  } else {
+    return reinterpret_cast<V>(_mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1), p));
+  }
 }
 template <typename V, typename T>
 void StoreFirst(T* p, const V& v, int64_t n) {
-  std::memcpy(p, &v, n * sizeof(T));
+  if constexpr (std::is_same_v<T, float>) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m512>(v));
+  } else {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), reinterpret_cast<__m512d>(v));
+  }
 }
+#else
+template <typename T>
+__m256i FirstLanes(int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  } else {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+}
+template <typename V, typename T>
+V LoadFirst(const T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return reinterpret_cast<V>(_mm256_maskload_ps(p, FirstLanes<T>(n)));
+  } else {
+    return reinterpret_cast<V>(_mm256_maskload_pd(p, FirstLanes<T>(n)));
+  }
+}
+template <typename V, typename T>
+void StoreFirst(T* p, const V& v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_maskstore_ps(p, FirstLanes<T>(n), reinterpret_cast<__m256>(v));
+  } else {
+    _mm256_maskstore_pd(p, FirstLanes<T>(n), reinterpret_cast<__m256d>(v));
+  }
+}
+#endif
 
 template <typename T, int CG>
 void InputGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy, T* dx) {
