@@ -18,6 +18,7 @@
 // shards of pixel rows, added in shard order), so results do not depend on threads.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__AVX2__)
@@ -42,16 +43,63 @@ constexpr int64_t kMaxShards = 32;
 // Input-gradient vectors summed together (independent chains for the FMA latency).
 constexpr int kBlock = 4;
 
+// The bits of a vector as another vector type of the same size.
+template <typename To, typename From>
+To Bits(const From& v) {
+  static_assert(sizeof(To) == sizeof(From), "same size");
+  To t;
+  std::memcpy(&t, &v, sizeof(To));
+  return t;
+}
+
+// The permutes, as the ISA's cross-lane permute instructions (vpermps / vpermpd; AVX2
+// has no double one, so doubles move as pairs of floats).
+#if defined(__AVX512F__)
+using Index = __m512i;
+template <typename V>
+V Permute(const V& v, const Index& index) {
+  if constexpr (sizeof(v[0]) == 4) {
+    return Bits<V>(_mm512_permutexvar_ps(index, Bits<__m512>(v)));
+  } else {
+    return Bits<V>(_mm512_permutexvar_pd(index, Bits<__m512d>(v)));
+  }
+}
+#else
+using Index = __m256i;
+template <typename V>
+V Permute(const V& v, const Index& index) {
+  return Bits<V>(_mm256_permutevar8x32_ps(Bits<__m256>(v), index));
+}
+#endif
+
 template <typename T, int CG>
 struct Lanes {
   using V = typename SimdOf<T>::Type;
-  using IV = typename IntSimdOf<T>::Type;
   static constexpr int64_t L = kLanes<V, T>;
-  // perm[j]: lane l takes lane (l / CG) * CG + j.
-  IV perm[CG];
+  // perm[j]: lane l takes lane (l / CG) * CG + j (for AVX2 doubles, float pairs).
+  Index perm[CG];
   Lanes() {
-    for (int j = 0; j < CG; ++j)
-      for (int64_t l = 0; l < L; ++l) perm[j][l] = (l / CG) * CG + j;
+    for (int j = 0; j < CG; ++j) {
+      alignas(64) int32_t words[sizeof(Index) / 4];
+      alignas(64) int64_t quads[sizeof(Index) / 8];
+      for (int64_t l = 0; l < L; ++l) {
+        const int64_t from = (l / CG) * CG + j;
+        if constexpr (sizeof(T) == 4) {
+          words[l] = static_cast<int32_t>(from);
+        } else {
+          quads[l] = from;
+          words[2 * l] = static_cast<int32_t>(2 * from);
+          words[2 * l + 1] = static_cast<int32_t>(2 * from + 1);
+        }
+      }
+#if defined(__AVX512F__)
+      if constexpr (sizeof(T) == 8) {
+        std::memcpy(&perm[j], quads, sizeof(Index));
+        continue;
+      }
+#endif
+      std::memcpy(&perm[j], words, sizeof(Index));
+    }
   }
 };
 
@@ -62,17 +110,17 @@ struct Lanes {
 template <typename V, typename T>
 V LoadFirst(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    return reinterpret_cast<V>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p));
+    return Bits<V>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p));
   } else {
-    return reinterpret_cast<V>(_mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1), p));
+    return Bits<V>(_mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1), p));
   }
 }
 template <typename V, typename T>
 void StoreFirst(T* p, const V& v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m512>(v));
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), Bits<__m512>(v));
   } else {
-    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), reinterpret_cast<__m512d>(v));
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), Bits<__m512d>(v));
   }
 }
 #else
@@ -87,17 +135,17 @@ __m256i FirstLanes(int64_t n) {
 template <typename V, typename T>
 V LoadFirst(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    return reinterpret_cast<V>(_mm256_maskload_ps(p, FirstLanes<T>(n)));
+    return Bits<V>(_mm256_maskload_ps(p, FirstLanes<T>(n)));
   } else {
-    return reinterpret_cast<V>(_mm256_maskload_pd(p, FirstLanes<T>(n)));
+    return Bits<V>(_mm256_maskload_pd(p, FirstLanes<T>(n)));
   }
 }
 template <typename V, typename T>
 void StoreFirst(T* p, const V& v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    _mm256_maskstore_ps(p, FirstLanes<T>(n), reinterpret_cast<__m256>(v));
+    _mm256_maskstore_ps(p, FirstLanes<T>(n), Bits<__m256>(v));
   } else {
-    _mm256_maskstore_pd(p, FirstLanes<T>(n), reinterpret_cast<__m256d>(v));
+    _mm256_maskstore_pd(p, FirstLanes<T>(n), Bits<__m256d>(v));
   }
 }
 #endif
@@ -138,8 +186,8 @@ void InputGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
               const V y = Load<V>(dy_at[t] + c + v * L);
               const T* w = wt_at[t] + c + v * L;
               for (int j = 0; j < CG; j += 2) {
-                even[v] += __builtin_shuffle(y, lanes.perm[j]) * Load<V>(w + j * depth);
-                if (j + 1 < CG) odd[v] += __builtin_shuffle(y, lanes.perm[j + 1]) * Load<V>(w + (j + 1) * depth);
+                even[v] += Permute(y, lanes.perm[j]) * Load<V>(w + j * depth);
+                if (j + 1 < CG) odd[v] += Permute(y, lanes.perm[j + 1]) * Load<V>(w + (j + 1) * depth);
               }
             }
           }
@@ -159,7 +207,7 @@ void InputGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
           for (int64_t t = 0; t < count; ++t) {
             const V y = LoadFirst<V>(dy_at[t] + c, rest);
             for (int j = 0; j < CG; ++j) {
-              acc += __builtin_shuffle(y, lanes.perm[j]) * LoadFirst<V>(wt_at[t] + j * depth + c, rest);
+              acc += Permute(y, lanes.perm[j]) * LoadFirst<V>(wt_at[t] + j * depth + c, rest);
             }
           }
           StoreFirst(out + c, acc, rest);
@@ -211,7 +259,7 @@ void FilterGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* x, con
           pixels([&](const T* xp, const T* yp) {
             const V xv = width == L ? Load<V>(xp + c0) : LoadFirst<V>(xp + c0, width);
             const V yv = width == L ? Load<V>(yp + c0) : LoadFirst<V>(yp + c0, width);
-            for (int i = 0; i < CG; ++i) acc[i] += __builtin_shuffle(xv, lanes.perm[i]) * yv;
+            for (int i = 0; i < CG; ++i) acc[i] += Permute(xv, lanes.perm[i]) * yv;
           });
           for (int i = 0; i < CG; ++i) StoreFirst(target + i * depth + c0, acc[i], width);
         }
