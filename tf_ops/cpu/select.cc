@@ -24,14 +24,14 @@ int64_t ZmmLanes(Dtype d) { return 64 / AccBytes(d); }
 bool Dense(const SelectionInput& in) { return in.geo->groups == 1; }
 
 // The permuting grouped kernels: as many output channels as input channels a group,
-// a power of two up to 8 that whole vectors of the ISA hold. Groups of 16 run faster
-// as dense slices (no zeros to skip there; see the commit).
+// a power of two up to 8 (groups of 16 run faster as dense slices: no zeros to skip
+// there; see the commit) and at most 32 bytes, so that one AVX2 vector (the row's
+// lowest ISA, and what the sanitizer build compiles every row with) holds a group.
 bool GroupedPermuteApplies(const SelectionInput& in) {
   const ConvGeometry& g = *in.geo;
   const int64_t cg = g.group_in_depth();
-  const int64_t vector_bytes = in.isa == Isa::kAvx512 ? 64 : in.isa == Isa::kAvx2 ? 32 : 16;
   return g.groups > 1 && cg == g.group_out_depth() && (cg & (cg - 1)) == 0 && cg <= 8 &&
-         cg <= vector_bytes / AccBytes(in.dtype);
+         cg * AccBytes(in.dtype) <= 32;
 }
 
 // col == x: a 1x1 filter reading every input pixel exactly once, in order.

@@ -277,7 +277,7 @@ void FilterGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* x, con
 }
 
 // The kernel for the geometry's group width (the row's predicate admits 1 to 8,
-// powers of two, at most one vector).
+// powers of two, at most one AVX2 vector).
 template <typename T, template <typename, int> class Kernel>
 struct ByWidth {
   template <typename A, typename B, typename Out>
