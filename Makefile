@@ -7,7 +7,8 @@
 #   make core-test-asan / make fuzz  the sanitizer half / the fuzzer half of that
 #                 (FUZZ_SECONDS=600 for a longer fuzz; clang-19 installed if missing)
 #   make report   support/accuracy table for every configuration + timings vs TF
-#   make bench    speed of ours vs TF's built-ins on real layers (BENCH_ARGS=--help)
+#   make bench    speed of ours vs TF's built-ins on real layers (BENCH_ARGS=--help;
+#                 ISA=avx2|avx512 caps ours and TF's oneDNN, ANCHORS=torch adds PyTorch)
 #   make wheel    platform wheel into dist/ (built against the venv's TensorFlow)
 #   make bazel-check  optional: build with Bazel against the venv's TF and check it
 #   make gpu-toolchain  install the CUDA toolchain (clang-19, pip ptxas 12.5) now

@@ -15,6 +15,21 @@ run there is no TF time to beat, so we bound the cost of the layout or dtype ins
 NCHW <= 1.5, float64 <= 2.5). Ends with a summary per family against the speed targets
 (TARGETS below). Writes JSON and a PNG bar chart. The layers are bench/shapes.py's.
 
+Grouped layers (family "grouped", conv2d ops with groups > 1) have no TF CPU gradient to
+compare with (TF refuses them on CPU); their rows time TF's forward grouped convolution of
+the same layer instead and report fwd/ours, which the target wants >= 1 on every row (a
+gradient no slower than the forward pass it belongs to).
+
+`--isa avx2|avx512` caps ours at that level (TF_CONV_BACKPROP_ISA) and runs TF's oneDNN
+forced on and capped to the same level (TF_ENABLE_ONEDNN_OPTS=1, ONEDNN_MAX_CPU_ISA), so an
+AVX-512 machine also measures the AVX2 comparison; without it TF runs its default (oneDNN
+only on CPUs with AVX512_VNNI / BF16 / AMX, Eigen elsewhere). `--anchors torch` adds
+PyTorch's CPU gradients (torch.ops.aten.convolution_backward, channels_last for NHWC, the
+same thread count and ISA cap: ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA) from its own venv
+(`make bench ANCHORS=torch` installs torch==2.13.0 there), timed by a worker process
+(bench/torch_anchor.py) in the same alternating rounds; column torch/ours (> 1: ours is
+faster).
+
 A config with a third field `xla` (e.g. float32:NHWC:xla) compiles both sides with XLA
 (tf.function(jit_compile=True)): TF/ours is then TF's XLA lowering against ours, and
 the column XLA/plain is our op under XLA over our own kernel without XLA, in the same
@@ -22,6 +37,7 @@ rounds: what XLA costs or gains on these layers.
 """
 import argparse
 import ctypes
+import subprocess
 import json
 import os
 import platform
@@ -32,6 +48,27 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "python"), os.path.dirname(os.path.abspath(__file__))]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# --isa LEVEL: the environment of ours, TF's oneDNN and PyTorch at that level; it must be
+# set before TensorFlow is imported (oneDNN reads it once).
+ISA_ENV = {
+    "avx2": {"TF_CONV_BACKPROP_ISA": "avx2", "TF_ENABLE_ONEDNN_OPTS": "1",
+             "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
+    "avx512": {"TF_CONV_BACKPROP_ISA": "avx512", "TF_ENABLE_ONEDNN_OPTS": "1",
+               "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512"},
+}
+
+
+def _isa_argument(argv):
+    for i, arg in enumerate(argv):
+        if arg == "--isa" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--isa="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+if _isa_argument(sys.argv[1:]) in ISA_ENV:
+    os.environ.update(ISA_ENV[_isa_argument(sys.argv[1:])])
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -50,6 +87,8 @@ BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 TARGETS = {("conv2d", "float32", "NHWC"): (1.0, 0.8),
            ("depthwise", "float32", "NHWC"): (1.5, 1.0),
            ("conv2d", "bfloat16", "NHWC"): (0.8, None)}
+# Grouped rows: TF's forward time / ours, every shape >= this.
+FORWARD_TARGET = 1.0
 # ours / ours-float32-NHWC <= bound.
 SELF_BOUNDS = {"NCHW": 1.5, "float64": 2.5}
 # Scratch bound per call: max(32 MiB, output size).
@@ -58,7 +97,7 @@ SCRATCH_FLOOR = 32 << 20
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--family", default="conv2d,depthwise")
+    p.add_argument("--family", default="conv2d,depthwise,grouped")
     p.add_argument("--op", default="", help="comma-separated op keys (default: all of the family)")
     p.add_argument("--configs", default=DEFAULT_CONFIGS,
                    help=f"comma-separated dtype:layout pairs (default {DEFAULT_CONFIGS})")
@@ -72,7 +111,67 @@ def parse_args(argv=None):
                    help="float32 GEMM peak, GFLOP/s (default: measure tf.linalg.matmul)")
     p.add_argument("--peak-gbs", type=float,
                    help="memory bandwidth, GB/s (default: measure a TF add of 64 MiB arrays)")
+    p.add_argument("--isa", choices=sorted(ISA_ENV),
+                   help="ours, TF's oneDNN (forced on) and PyTorch capped at this level")
+    p.add_argument("--anchors", default="", help="'torch': also time PyTorch's gradients")
+    p.add_argument("--torch-python", default=os.path.join(ROOT, ".venv-torch", "bin", "python"),
+                   help="the Python of the venv holding torch (for --anchors torch)")
     return p.parse_args(argv)
+
+
+def cpu_description():
+    """The CPU model and the flags that decide which kernels run."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+    return f"{model} [{' '.join(f for f in wanted if f in flags)}]"
+
+
+class TorchAnchor:
+    """PyTorch's gradients, timed by bench/torch_anchor.py in the torch venv."""
+
+    def __init__(self, python):
+        env = dict(os.environ, TCB_ANCHOR_THREADS=str(os.cpu_count() or 1))
+        self.proc = subprocess.Popen([python, os.path.join(ROOT, "bench", "torch_anchor.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=env)
+        self.info = {}
+
+    def ask(self, request):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the PyTorch worker exited ({self.proc.wait()})")
+        return json.loads(line)
+
+    def timed(self, problem, copies):
+        """A run for time_alternating: the worker's own seconds per copy."""
+        self.info = self.ask({"layer": problem.layer.label, "op": problem.spec.key,
+                              "dtype": problem.dtype, "layout": problem.data_format,
+                              "batch": problem.batch, "copies": copies})
+
+        def run():
+            return self.ask({"time": True})["seconds"]
+        run.copies = copies
+        run.measure = run
+        return run
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
+            self.proc.stdin.close()
+            self.proc.wait()
 
 
 def median_seconds(fn, repeats=7):
@@ -151,7 +250,29 @@ def copies_for(probe_seconds):
     return COPIES if probe_seconds < 0.02 else 2 if probe_seconds < 0.2 else 1
 
 
-def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=False):
+def forward_function(problem, copies, jit_compile):
+    """TF's forward conv2d of the problem's layer (the grouped layers' reference time),
+    `copies` chained calls as in timed_function."""
+    rng = np.random.default_rng(1)
+
+    def const(shape):
+        return tf.cast(tf.constant(rng.standard_normal(shape, np.float32)), problem.dtype)
+    xs, w = [const(problem.input_shape) for _ in range(copies)], const(problem.filter_shape)
+
+    @tf.function(autograph=False, jit_compile=jit_compile)
+    def run():
+        outs = []
+        for x in xs:
+            with tf.control_dependencies(outs[-1:]):
+                outs.append(tf.nn.conv2d(x, w, problem.strides4, problem.padding,
+                                         data_format=problem.data_format,
+                                         dilations=problem.dilations4))
+        return outs
+    run.copies = copies
+    return run
+
+
+def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=False, torch=None):
     problem = Problem(layer, spec, dtype, layout, batch)
     primary = (dtype, layout) == ("float32", "NHWC") and not xla
     ours_fn, tf_fn = getattr(tcb.compat.v1.nn, spec.names[0]), spec.tf_reference
@@ -181,6 +302,14 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
     if out_tf is not None:
         runs.append(build(tf_fn, problem, copies))
         names.append("tf")
+    if torch is not None and not xla:
+        runs.append(torch.timed(problem, copies))
+        names.append("torch")
+    if layer.groups > 1:
+        forward = forward_function(problem, copies, xla)
+        if try_call(forward)[0] is not None:
+            runs.append(forward)
+            names.append("tf_forward")
     if xla:
         runs.append(build(ours_fn, problem, copies, jit_compile=False))
         names.append("ours_no_xla")
@@ -210,10 +339,16 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
            "xla_over_no_xla": (median_ratio(times["ours"], times["ours_no_xla"])
                                if "ours_no_xla" in times else None),
            "ours_no_xla_ms": ms.get("ours_no_xla"),
+           "tf_forward_ms": ms.get("tf_forward"),
+           "torch_ms": ms.get("torch"),
+           "torch_over_ours": (median_ratio(times["torch"], times["ours"])
+                               if "torch" in times else None),
+           "forward_over_ours": (median_ratio(times["tf_forward"], times["ours"])
+                                 if "tf_forward" in times else None),
            "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(problem),
            "variant": variant,
            "spread_ours": (max(times["ours"]) - min(times["ours"])) / min(times["ours"])}
-    if not layer.depthwise:
+    if not layer.depthwise:  # conv2d and grouped
         peak = peaks["gflops"] / (2 if dtype == "float64" else 1)
         row["peak_fraction"] = row["ours_gflops"] / peak
     else:
@@ -234,23 +369,23 @@ def fmt(x, spec):
 def print_rows(rows):
     xla = any(r.get("xla") for r in rows)
     headers = ["shape", "grad", "dtype", "layout", "ours ms", "ours GF/s", "TF ms", "TF GF/s",
-               "TF/ours", "XLA/plain" if xla else "ours/f32", "peak", "scratch MiB", "spread",
-               "CPU variant"]
+               "TF/ours", "torch/ours", "XLA/plain" if xla else "ours/f32", "fwd/ours", "peak",
+               "scratch MiB", "spread", "CPU variant"]
     text = []
     for r in rows:
         if "error" in r:
-            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 9)
+            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 11)
             continue
         tf_ratio = fmt(r["tf_over_ours"], ".2f") if r["tf_error"] is None else r["tf_error"][:12]
         text.append([r["shape"], r["grad"], r["dtype"], r["layout"], fmt(r["ours_ms"], ".2f"),
                      fmt(r["ours_gflops"], ".1f"), fmt(r["tf_ms"], ".2f"),
-                     fmt(r["tf_gflops"], ".1f"), tf_ratio,
+                     fmt(r["tf_gflops"], ".1f"), tf_ratio, fmt(r.get("torch_over_ours"), ".2f"),
                      fmt(r["xla_over_no_xla"] if xla else r["ours_over_ours_f32_nhwc"], ".2f"),
-                     fmt(r["peak_fraction"], ".0%"),
+                     fmt(r.get("forward_over_ours"), ".2f"), fmt(r["peak_fraction"], ".0%"),
                      fmt(None if r["peak_scratch_bytes"] is None
                          else r["peak_scratch_bytes"] / 2 ** 20, ".1f"),
                      fmt(r["spread_ours"], ".0%"), r.get("variant") or "-"])
-    print(format_table(headers, text, right=set(range(4, 13))), flush=True)
+    print(format_table(headers, text, right=set(range(4, 15))), flush=True)
 
 
 def summarize(rows):
@@ -281,6 +416,20 @@ def summarize(rows):
                          met=entry["median_tf_over_ours"] >= med_t and not below)
             text += (f"; target median >= {med_t}" + (f", none < {min_t}" if min_t else "") +
                      f": {len(below)} below, {'MET' if entry['met'] else 'NOT MET'}")
+        torch_ratios = [r["torch_over_ours"] for r in rs if r.get("torch_over_ours") is not None]
+        if torch_ratios:
+            entry.update(median_torch_over_ours=statistics.median(torch_ratios),
+                         min_torch_over_ours=min(torch_ratios))
+            text += (f"; torch/ours median {statistics.median(torch_ratios):.2f} min "
+                     f"{min(torch_ratios):.2f}")
+        forwards = [r["forward_over_ours"] for r in rs if r.get("forward_over_ours") is not None]
+        if forwards:
+            slower = sum(f < FORWARD_TARGET for f in forwards)
+            entry.update(median_forward_over_ours=statistics.median(forwards),
+                         min_forward_over_ours=min(forwards), slower_than_forward=slower)
+            text += (f"; TF forward/ours median {statistics.median(forwards):.2f} min "
+                     f"{min(forwards):.2f} (target every row >= {FORWARD_TARGET}: {slower} below, "
+                     f"{'MET' if not slower else 'NOT MET'})")
         bound = SELF_BOUNDS.get(key[2]) or SELF_BOUNDS.get(key[1])
         xla_costs = [r["xla_over_no_xla"] for r in rs if r.get("xla_over_no_xla")]
         if xla_costs:
@@ -351,9 +500,17 @@ def main(argv=None):
         gflops, gbs = args.peak_gflops or gflops, args.peak_gbs or gbs
     peaks = {"gflops": gflops, "gbs": gbs}
     scratch = Scratch()
-    print(f"TF {tf.__version__}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}; "
+    torch = None
+    if "torch" in args.anchors.split(","):
+        if not os.path.exists(args.torch_python):
+            raise SystemExit(f"--anchors torch: no {args.torch_python} (make bench ANCHORS=torch "
+                             f"installs it)")
+        torch = TorchAnchor(args.torch_python)
+    print(f"TF {tf.__version__}, {os.cpu_count()} CPUs, {cpu_description()}; "
           f"peaks: float32 GEMM {gflops:.0f} GFLOP/s, bandwidth {gbs:.0f} GB/s; "
-          f"ISA variant: {os.environ.get('TF_CONV_BACKPROP_ISA', 'best supported')}; "
+          f"ISA variant: {os.environ.get('TF_CONV_BACKPROP_ISA', 'best supported')}; TF oneDNN: "
+          f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default')} (max ISA "
+          f"{os.environ.get('ONEDNN_MAX_CPU_ISA', 'any')}); "
           f"rounds {args.rounds}; scratch counter: {'yes' if scratch.fn else 'no'}", flush=True)
     rows = []
     for dtype, layout, *xla in configs:
@@ -368,19 +525,25 @@ def main(argv=None):
                 if spec.depthwise != layer.depthwise or (ops and spec.key not in ops):
                     continue
                 row = bench_case(layer, spec, dtype, layout, args.batch or layer.batch, args,
-                                 peaks, scratch, xla)
+                                 peaks, scratch, xla, torch)
                 block.append(row)
                 if "error" in row:
                     print(f"  {layer.label} {spec.key}: {row['error']}", flush=True)
                     continue
                 tf_part = (f"TF {row['tf_ms']:.2f} ms, TF/ours {row['tf_over_ours']:.2f}"
                            if row["tf_ms"] is not None else f"TF: {row['tf_error']}")
-                print(f"  {layer.label} {row['grad']}: ours {row['ours_ms']:.2f} ms, {tf_part}",
-                      flush=True)
+                torch_part = (f", torch {row['torch_ms']:.2f} ms, torch/ours "
+                              f"{row['torch_over_ours']:.2f}" if row.get("torch_ms") else "")
+                print(f"  {layer.label} {row['grad']}: ours {row['ours_ms']:.2f} ms, {tf_part}"
+                      f"{torch_part}", flush=True)
         if block:
             print()
             print_rows(block)
         rows += block
+    if torch is not None:
+        print(f"\nPyTorch anchor: torch {torch.info.get('torch')}, capability "
+              f"{torch.info.get('capability')}, {torch.info.get('threads')} threads")
+        torch.close()
     lines, summary = summarize(rows)
     print("\nSummary (TF/ours > 1: ours faster; against the speed targets where they exist)")
     for line in lines:
@@ -389,7 +552,11 @@ def main(argv=None):
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump({"tf_version": tf.__version__, "peaks": peaks, "rounds": args.rounds,
-                       "isa": os.environ.get("TF_CONV_BACKPROP_ISA", "best"), "rows": rows,
+                       "isa": os.environ.get("TF_CONV_BACKPROP_ISA", "best"),
+                       "cpu": cpu_description(),
+                       "onednn": {k: os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS",
+                                                                 "ONEDNN_MAX_CPU_ISA")},
+                       "torch": torch.info if torch is not None else None, "rows": rows,
                        "summary": summary}, f, indent=1)
         print(f"wrote {args.json}")
     if args.plot:

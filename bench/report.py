@@ -8,6 +8,7 @@ accurate ours are (Table 1), and how fast ours are next to TF-oneDNN on real lay
 Exits nonzero when any of our cells is unsupported or outside its tolerance.
 """
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -57,14 +58,24 @@ from _timing import (COPIES, format_table, median_ratio, time_alternating,  # no
                      timed_function)
 from shapes import BY_LABEL, Problem  # noqa: E402
 
-CELLS = list(itertools.product([op.key for op in OPS], DTYPES, FORMATS, (False, True), PADDINGS))
+# (op, dtype, layout, dilated, padding, grouped): every op densely, and the conv2d ops
+# grouped (2 to 4 groups; TF's CPU kernels refuse these gradients).
+CELLS = ([cell + (False,) for cell in itertools.product(
+             [op.key for op in OPS], DTYPES, FORMATS, (False, True), PADDINGS)] +
+         [cell + (True,) for cell in itertools.product(
+             [op.key for op in OPS if not op.depthwise], DTYPES, FORMATS, (False, True),
+             PADDINGS)])
 
 
 def cell_cases(index, k):
     """The same K cases in both processes (seeded by the cell's position)."""
-    op, dtype, data_format, dilated, padding = CELLS[index]
+    op, dtype, data_format, dilated, padding, grouped = CELLS[index]
     for i in range(k):
         case = sample_case(op, dtype, data_format, padding, dilated, seed=index * 100 + i)
+        if grouped:
+            groups = 2 + (index + i) % 3
+            case = dataclasses.replace(case, in_depth=case.in_depth * groups,
+                                       out_channels=case.out_channels * groups, groups=groups)
         arrays = make_arrays(case)
         yield case, arrays, run_reference(case, arrays)
 
@@ -158,17 +169,18 @@ def ours_cell(index, k):
 def support_table(k):
     child = start_eigen_child(k)
     rows = []
-    for i, (op, dtype, data_format, dilated, padding) in enumerate(CELLS):
+    for i, (op, dtype, data_format, dilated, padding, grouped) in enumerate(CELLS):
         rows.append({"op": op, "dtype": dtype, "layout": data_format,
                      "dilation": ">1" if dilated else "1", "padding": padding,
+                     "groups": "2-4" if grouped else "1",
                      "tf_onednn": tf_cell(i, k), "ours": ours_cell(i, k)})
     for row, eigen in zip(rows, finish_eigen_child(child)):
         row["tf_eigen"] = eigen
-    headers = ["op", "dtype", "layout", "dilation", "padding", "TF oneDNN", "TF Eigen", "ours",
-               "rel err", "tol", "ok"]
+    headers = ["op", "dtype", "layout", "dilation", "padding", "groups", "TF oneDNN", "TF Eigen",
+               "ours", "rel err", "tol", "ok"]
     def ours_status(o):
         return "yes" if o["supported"] else f"no ({'/'.join(o['errors'])})"
-    text_rows = [[r["op"], r["dtype"], r["layout"], r["dilation"], r["padding"],
+    text_rows = [[r["op"], r["dtype"], r["layout"], r["dilation"], r["padding"], r["groups"],
                   r["tf_onednn"]["status"], r["tf_eigen"]["status"], ours_status(r["ours"]),
                   f"{r['ours']['rel_err']:.2e}", f"{r['ours']['tol']:.1e}",
                   "ok" if r["ours"]["ok"] else "FAIL"] for r in rows]
@@ -189,7 +201,7 @@ def support_table(k):
         f"rel err: ours vs the reference, ||ours - ref|| / ||ref||, and tol its tolerance "
         f"(by dtype and reduction length), for the row's case nearest its tolerance.", 100)
     print(f"Table 1: support and accuracy (TF {tf.__version__}, CPU)\n")
-    print(format_table(headers, text_rows, right={8, 9}))
+    print(format_table(headers, text_rows, right={9, 10}))
     print(f"\n{legend}\n{summary}")
     return rows, summary
 
@@ -260,7 +272,7 @@ def main():
         why = (f"rel err {o['rel_err']:.2e} > tol {o['tol']:.1e}" if o["supported"]
                else "rejected (" + "/".join(o["errors"]) + ")")
         print(f"FAIL: ours, {r['op']} {r['dtype']} {r['layout']} dilation {r['dilation']} "
-              f"{r['padding']}: {why}", file=sys.stderr)
+              f"{r['padding']} groups {r['groups']}: {why}", file=sys.stderr)
     return 1 if failed else 0
 
 

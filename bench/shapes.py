@@ -9,7 +9,7 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class Layer:
-    family: str        # "conv2d" or "depthwise": which ops of the op table run it
+    family: str        # "conv2d", "grouped" (conv2d ops) or "depthwise": which ops run it
     label: str
     hw: int            # input rows = cols
     in_depth: int
@@ -19,6 +19,7 @@ class Layer:
     dilation: int = 1
     batch: int = 8
     padding: str = "SAME"  # "SAME" or "VALID"
+    groups: int = 1    # grouped conv2d: the filter reads in_depth / groups channels
 
     @property
     def depthwise(self):
@@ -33,6 +34,10 @@ class Layer:
 
 def _conv(label, hw, cin, cout, k, **kwargs):
     return Layer("conv2d", label, hw, cin, cout, k, **kwargs)
+
+
+def _grouped(label, hw, c, groups, k=3, **kwargs):
+    return Layer("grouped", label, hw, c, c, k, groups=groups, **kwargs)
 
 
 def _dw(label, hw, c, k=3, mult=1, **kwargs):
@@ -60,6 +65,16 @@ LAYERS = (
     _dw("MobileNetV2 dw 3x3 C960 @7", 7, 960),
     _dw("EfficientNet dw 5x5 C240 @28", 28, 240, k=5),
     _dw("dw 3x3 x2 C64 @56", 56, 64, mult=2),
+    # ResNeXt-50 32x4d's grouped 3x3 (4, 8, 16, 32 channels a group); RegNetX's group
+    # widths 8 (200MF) and 16 (400MF), stride 1 and the stride-2 stage entries.
+    _grouped("ResNeXt-50 3x3 g32 128->128 @56", 56, 128, 32),
+    _grouped("ResNeXt-50 3x3 g32 256->256 @28", 28, 256, 32),
+    _grouped("ResNeXt-50 3x3 g32 512->512 @14", 14, 512, 32),
+    _grouped("ResNeXt-50 3x3 g32 1024->1024 @7", 7, 1024, 32),
+    _grouped("RegNetX-200MF 3x3 w8 56->56 @28", 28, 56, 7),
+    _grouped("RegNetX-200MF 3x3 s2 w8 152->152 @28", 28, 152, 19, stride=2),
+    _grouped("RegNetX-400MF 3x3 w16 64->64 @28", 28, 64, 4),
+    _grouped("RegNetX-400MF 3x3 s2 w16 160->160 @28", 28, 160, 10, stride=2),
 )
 BY_LABEL = {layer.label: layer for layer in LAYERS}
 
@@ -95,7 +110,8 @@ class Problem:
 
     @property
     def filter_shape(self):
-        return [self.layer.k, self.layer.k, self.layer.in_depth, self.layer.out_channels]
+        return [self.layer.k, self.layer.k, self.layer.in_depth // self.layer.groups,
+                self.layer.out_channels]
 
     @property
     def out_backprop_shape(self):
@@ -116,4 +132,5 @@ class Problem:
     def flops(self):
         """2 x the multiply-adds of the forward convolution (the same for its gradients)."""
         layer, out = self.layer, self.layer.out_hw()
-        return 2 * self.batch * out * out * layer.k * layer.k * layer.in_depth * layer.out_channels
+        return (2 * self.batch * out * out * layer.k * layer.k * layer.in_depth * layer.out_channels
+                // layer.groups)

@@ -16,6 +16,7 @@ ISA_SRCS = [
     "tf_ops/cpu/conv2d/gemm.cc",
     "tf_ops/cpu/conv2d/direct_avx512.cc",
     "tf_ops/cpu/conv2d/int32_direct.cc",
+    "tf_ops/cpu/conv2d/grouped.cc",
     "tf_ops/cpu/depthwise/nhwc.cc",
     "tf_ops/cpu/depthwise/nchw.cc",
     "tf_ops/cpu/depthwise/nchw_avx512.cc",

@@ -2,9 +2,18 @@ report: build
 	$(PY) bench/report.py $(REPORT_ARGS)
 
 # Ours vs TF's built-ins on real-network layers (bench/shapes.py): table,
-# bench_out/bench.{json,png}.
-bench: build
-	$(PY) bench/bench.py $(BENCH_ARGS)
+# bench_out/bench.{json,png}. ISA=avx2|avx512 caps ours and TF's oneDNN (forced on) at
+# that level; ANCHORS=torch adds PyTorch's CPU gradients, from torch==2.13.0 in its own
+# venv (the CPU build on these machines' disk; installed on first use).
+TORCH_VENV ?= .venv-torch
+TORCH_STAMP := $(TORCH_VENV)/.installed
+$(TORCH_STAMP):
+	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/pip install -q torch==2.13.0
+	touch $@
+bench: build $(if $(filter torch,$(ANCHORS)),$(TORCH_STAMP))
+	$(PY) bench/bench.py $(if $(ISA),--isa $(ISA)) \
+	  $(if $(ANCHORS),--anchors $(ANCHORS) --torch-python $(TORCH_VENV)/bin/python) $(BENCH_ARGS)
 
 # A platform wheel (manylinux tag from the library's symbol versions, see
 # build_tools/manylinux.py) built against the venv's TensorFlow, reusing $(BUILD_DIR);

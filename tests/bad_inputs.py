@@ -250,15 +250,17 @@ add("S6_DF_all_empty", "depthwise_filter", zeros([0, 0, 0, 0]),
 add("S6_BI_all_empty_NCHW", "conv2d_input", zeros([0, 0, 0, 0]),
     sizes=[0, 0, 0, 0], data_shape=[0, 0, 0, 0], dy_shape=[0, 0, 0, 0], padding="SAME",
     data_format="NCHW")
-# S5: BF heap overflow: filter_sizes depth 1, input depth 2 (a grouped configuration).
-add("S5a_BF_grouped_filter_sizes", "conv2d_filter", unimpl("`filter_sizes`"),
+# S5: BF heap overflow: filter_sizes depth 1, input depth 2: 2 groups, which the output
+# depth 1 cannot hold (TF's oneDNN text: "output depth must be evenly divisible by number
+# of groups: 1 vs 2").
+add("S5a_BF_grouped_filter_sizes", "conv2d_filter", inval("`filter_sizes`"),
     sizes=[1, 1, 1, 1], data_shape=[1, 1, 1, 2], dy_shape=[1, 1, 1, 1],
     strides=[1, 66, 49, 1])
 add("S5a_BF_filter_sizes_depth_not_dividing", "conv2d_filter", inval("`filter_sizes`"),
     sizes=[1, 1, 3, 1], data_shape=[1, 1, 1, 2], dy_shape=[1, 1, 1, 1],
     strides=[1, 66, 49, 1])
-# Grouped depths and a spatial mismatch: the shapes are checked before the grouping is
-# refused, as TF does (its text: "Size of out_backprop doesn't match computed").
+# Grouped depths and a spatial mismatch (TF's text: "Size of out_backprop doesn't match
+# computed").
 add("S5b_BF_empty_batch_grouped", "conv2d_filter", inval("`out_backprop`"),
     sizes=[3, 8, 1, 1], data_shape=[0, 1, 1, 5], dy_shape=[0, 1, 1, 1],
     strides=[1, 66, 49, 1])
@@ -348,7 +350,8 @@ add("F2c_DI_filter_1d_out_backprop_2d", "depthwise_input", inval("`filter`"),
     sizes=[1, 2, 2, 1], data_shape=[4], dy_shape=[1, 1], padding="SAME")
 add("F3_BI_strides3", "conv2d_input", inval("`strides`"),
     sizes=[1, 1, 1, 1], data_shape=[1, 1, 1, 1], dy_shape=[1, 1, 1, 1], strides=[1, 1, 1])
-add("F4a_BI_huge_depth_grouped", "conv2d_input", unimpl("`filter`"),
+# 333333333 groups for an output depth of 2.
+add("F4a_BI_huge_depth_grouped", "conv2d_input", inval("`filter`"),
     sizes=[1, 5, 5, 999999999], data_shape=[3, 3, 3, 2], dy_shape=[1, 5, 5, 2],
     padding="SAME")
 add("F4a_BI_huge_depth_mismatch", "conv2d_input", inval("`filter`"),
@@ -511,11 +514,19 @@ for _i, _op in enumerate(OPS):
     add(f"{S}_channel_mismatch", _op, inval(DN if _ci else SN),
         **{_fo: [2, 2, 2, 2]})
     if not _dw:
-        # Grouped: input depth 6 a multiple of filter depth 3.
+        # Grouped: input depth 6 a multiple of filter depth 3 (2 groups of the 2 outputs).
         _gi = list(_in_shape)
         _gi[3] = 6
         add(f"{S}_grouped_input_depth_6_filter_depth_3", _op,
-            unimpl("`filter`" if _ci else "`filter_sizes`"), **{_io: _gi})
+            ok(_gi if _ci else _f_shape), **{_io: _gi})
+        # 2 groups cannot share 3 output channels.
+        add(f"{S}_grouped_out_depth_not_multiple", _op,
+            inval(DN if _ci else SN), **{_io: _gi, _fo: _f_shape[:3] + [3],
+                                         "dy_shape": _g["dy_shape"][:3] + [3]})
+        # Zero groups: no input channels under a filter that reads three.
+        _zi = list(_in_shape)
+        _zi[3] = 0
+        add(f"{S}_grouped_zero_groups", _op, inval(DN if _ci else SN), **{_io: _zi})
         add(f"{S}_out_depth_mismatch", _op, inval(DN if _ci else SN, "`out_backprop`"),
             dy_shape=_g["dy_shape"][:3] + [5])
         add(f"{S}_filter_depth0_input_depth3", _op, inval(DN if _ci else SN),

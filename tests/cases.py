@@ -41,6 +41,7 @@ class Case:
     pads: tuple = (0, 0, 0, 0)  # EXPLICIT: top, bottom, left, right
     two_element_sizes: bool = False  # Conv2DBackpropInput's (rows, cols) input_sizes
     seed: int = 0
+    groups: int = 1  # conv2d: the filter reads in_depth / groups channels
 
     @property
     def spec(self):
@@ -89,7 +90,7 @@ class Case:
 
     @property
     def filter_shape(self):
-        return [self.filter_rows, self.filter_cols, self.in_depth, self.out_channels]
+        return [self.filter_rows, self.filter_cols, self.in_depth // self.groups, self.out_channels]
 
     @property
     def out_backprop_shape(self):
@@ -114,7 +115,7 @@ class Case:
         return (f"{self.op} {self.dtype} {self.data_format} {self.padding} pads={self.pads} "
                 f"in={self.input_shape} filter={self.filter_shape} dy={self.out_backprop_shape} "
                 f"strides={self.strides} dilations={self.dilations} "
-                f"two_element={self.two_element_sizes} seed={self.seed}")
+                f"two_element={self.two_element_sizes} groups={self.groups} seed={self.seed}")
 
 
 def sample_case(op, dtype, data_format, padding, dilated, seed):

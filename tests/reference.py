@@ -140,6 +140,19 @@ def _input_shape(input_sizes, dy_nhwc, w, data_format):
     return _nhwc_shape(sizes, data_format)
 
 
+def _groups(c, ci, m, depthwise):
+    """Groups of a conv2d whose input has c channels and whose filter is [.., ci, m]
+    (a grouped convolution when ci is a proper divisor of c); 1 for depthwise."""
+    if depthwise or ci == c:
+        if ci != c:
+            raise ValueError(f"input depth {c} != filter in depth {ci}")
+        return 1
+    if ci <= 0 or c % ci or m % (c // ci) or c == 0:
+        raise ValueError(f"input depth {c} is not a multiple of filter in depth {ci} "
+                         f"with out depth {m} a multiple of the groups")
+    return c // ci
+
+
 # ----------------------------------------------------------------------------- ops
 
 def forward_conv2d(x, w, strides, padding, explicit_paddings=(), data_format="NHWC",
@@ -148,8 +161,7 @@ def forward_conv2d(x, w, strides, padding, explicit_paddings=(), data_format="NH
     w = _f64(w)
     n, h, wd, c = x.shape
     kh_, kw_, ci, m = w.shape
-    if ci != c:
-        raise ValueError(f"input depth {c} != filter in depth {ci}")
+    g = _groups(c, ci, m, depthwise)
     geo = _geometry((h, wd), (kh_, kw_), strides, padding, explicit_paddings, data_format, dilations)
     out_c = c * m if depthwise else m
     y = np.zeros((n, geo[0][4], geo[1][4], out_c))
@@ -158,6 +170,9 @@ def forward_conv2d(x, w, strides, padding, explicit_paddings=(), data_format="NH
         patch = xp[sl]                                          # (N, OH, OW, C)
         if depthwise:
             y += (patch[..., :, None] * w[kh, kw]).reshape(y.shape)
+        elif g > 1:
+            y += np.einsum("nhwgc,cgo->nhwgo", patch.reshape(patch.shape[:3] + (g, ci)),
+                           w[kh, kw].reshape(ci, g, m // g)).reshape(y.shape)
         else:
             y += np.einsum("nhwc,co->nhwo", patch, w[kh, kw])
     return _from_nhwc(y, data_format)
@@ -169,17 +184,21 @@ def _backprop_input(input_sizes, w, dy, strides, padding, explicit_paddings, dat
     dy = _to_nhwc(_f64(dy), data_format)
     n, h, wd, c = _input_shape(input_sizes, dy, w, data_format)
     kh_, kw_, ci, m = w.shape
-    if ci != c:
-        raise ValueError(f"input depth {c} != filter in depth {ci}")
+    g = _groups(c, ci, m, depthwise)
     geo = _geometry((h, wd), (kh_, kw_), strides, padding, explicit_paddings, data_format, dilations)
     _check_dy(dy, n, geo, c * m if depthwise else m)
     dxp = np.zeros((n, _buffer_len(geo[0]), _buffer_len(geo[1]), c))
     if depthwise:
         dy = dy.reshape(dy.shape[:3] + (c, m))
+    elif g > 1:
+        dy = dy.reshape(dy.shape[:3] + (g, m // g))
     for kh, kw, sl in _taps(geo):
         # Within one tap the touched positions are distinct, so += on the view is exact.
         if depthwise:
             dxp[sl] += np.einsum("nhwcm,cm->nhwc", dy, w[kh, kw])
+        elif g > 1:
+            dxp[sl] += np.einsum("nhwgo,cgo->nhwgc", dy, w[kh, kw].reshape(ci, g, m // g)).reshape(
+                dy.shape[:3] + (c,))
         else:
             dxp[sl] += np.einsum("nhwo,co->nhwc", dy, w[kh, kw])
     ph, pw = geo[0][5], geo[1][5]
@@ -192,17 +211,22 @@ def _backprop_filter(x, filter_sizes, dy, strides, padding, explicit_paddings, d
     dy = _to_nhwc(_f64(dy), data_format)
     kh_, kw_, ci, m = (int(s) for s in np.asarray(filter_sizes).reshape(-1))
     n, h, wd, c = x.shape
-    if ci != c:
-        raise ValueError(f"input depth {c} != filter in depth {ci}")
+    g = _groups(c, ci, m, depthwise)
     geo = _geometry((h, wd), (kh_, kw_), strides, padding, explicit_paddings, data_format, dilations)
     _check_dy(dy, n, geo, c * m if depthwise else m)
     dw = np.zeros((kh_, kw_, ci, m))
     xp = _padded(x, geo)
     if depthwise:
         dy = dy.reshape(dy.shape[:3] + (c, m))
+    elif g > 1:
+        dy = dy.reshape(dy.shape[:3] + (g, m // g))
     for kh, kw, sl in _taps(geo):
         if depthwise:
             dw[kh, kw] = np.einsum("nhwc,nhwcm->cm", xp[sl], dy)
+        elif g > 1:
+            patch = xp[sl]
+            dw[kh, kw] = np.einsum("nhwgc,nhwgo->cgo", patch.reshape(patch.shape[:3] + (g, ci)),
+                                   dy).reshape(ci, m)
         else:
             dw[kh, kw] = np.einsum("nhwc,nhwo->co", xp[sl], dy)
     return dw

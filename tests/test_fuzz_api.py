@@ -216,7 +216,8 @@ def predict(call):
     if bo != bi:
         raise Invalid("InvalidArgumentError", "batch mismatch")
     depthwise = _ops.BY_KEY[op].depthwise
-    # Grouped depths are refused only after every shape check (TF's order).
+    # A grouped conv2d: the input depth a multiple of the filter's in-depth, the output
+    # depth a multiple of the groups.
     grouped = fin != cin and not depthwise and cin > 0 and fin > 0 and cin % fin == 0
     if fin != cin and not grouped:
         raise Invalid("InvalidArgumentError", "in_depth mismatch")
@@ -229,8 +230,9 @@ def predict(call):
                                            (wi, kw, sw, dw, pads[2], pads[3], wo)):
         if _out_size(n_in, k, s, d, padding, pb, pa) != actual:
             raise Invalid("InvalidArgumentError", "out_backprop spatial mismatch")
-    if grouped:
-        raise Invalid("UnimplementedError", "grouped")
+    # The groups must share the output depth (checked after the shapes, as TF's forward op).
+    if grouped and cout % (cin // fin):
+        raise Invalid("InvalidArgumentError", "out_depth not a multiple of the groups")
     return "ok", sized
 
 

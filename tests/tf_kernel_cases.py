@@ -297,7 +297,16 @@ CONV_GRADIENTS = tuple(
          data="ramp", max_err=max_err)
     for name, test_input, n, rows, cols, kr, kc, cin, cout, s, p, max_err in _GRADIENTS)
 
-CONV_CASES = CONV_VALUES + CONV_EXPLICIT + CONV_DILATED + CONV_GRADIENTS
+# testInputGradientGroupConv / testFilterGradientGroupConv (run_cuda_only in TF): 2
+# groups, input depth 4, filter [3, 3, 2, 6], VALID, max_err 0.005.
+CONV_GROUP_GRADIENTS = tuple(
+    Case(CONV + ("testInputGradientGroupConv" if test_input else "testFilterGradientGroupConv"),
+         "grad_check", "conv2d_input" if test_input else "conv2d_filter",
+         (2, 5, 4, 4), (3, 3, 2, 6), strides=(1, 1), padding="VALID", dtypes=FLOATS,
+         data="ramp", max_err=0.005)
+    for test_input in (True, False))
+
+CONV_CASES = CONV_VALUES + CONV_EXPLICIT + CONV_DILATED + CONV_GRADIENTS + CONV_GROUP_GRADIENTS
 
 # --------------------------------------------------------------------------------------
 # conv2d_transpose_test.py :: Conv2DTransposeTest: x [2, 6, 4, 3] of ones through a
@@ -615,6 +624,7 @@ PORTED_FROM = (
         testInputGradient1_2_3_4PaddingStride3x2 testFilterGradient1_2_3_4PaddingStride3x2
         testInputGradient4_3_2_1PaddingStride2x1 testFilterGradient4_3_2_1PaddingStride2x1
         testInputGradient0_0_0_5PaddingStride1x2 testFilterGradient0_0_0_5PaddingStride1x2
+        testInputGradientGroupConv testFilterGradientGroupConv
         testOpEdgeCases testConv2DBackpropInputInvalidOutBackpropRaiseError
     """)
     + _names(TRANSPOSE, """
@@ -641,8 +651,6 @@ PORTED_FROM = (
 )
 
 NOT_PORTED = (
-    (CONV + "testInputGradientGroupConv, testFilterGradientGroupConv",
-     "grouped convolution (CUDA only in TF): our ops reject it (Unimplemented)"),
     (CONV + "testInception{Fwd,BackInput,BackFilter}_* (GetShrunkInceptionShapes)",
      "CPU-vs-GPU comparisons on 55 Inception shapes; generated only under __main__"),
     (CONV + "testOpEdgeCases (strides / zero-element filter parts)",

@@ -44,7 +44,8 @@ SUPPORT_MATRIX = (
     ("empty tensors", "some return uninitialised memory", "zeros of the right shape"),
     ("malformed shapes / attributes", "several abort the process",
      "InvalidArgumentError naming the argument"),
-    ("grouped convolutions", "no", "no (UnimplementedError)"),
+    ("grouped convolution gradients (conv2d, groups > 1)", "no (GPU only)",
+     "yes: CPU, GPU and XLA, every dtype and layout"),
 )
 
 

@@ -30,13 +30,11 @@ class Conv2D(_layers.Conv2D):
 
     Same arguments as `tf.keras.layers.Conv2D`. The forward pass is TF's Conv2D kernel
     (NCHW runs it between transposes, so `channels_first` also works on CPU in float64);
-    the input and kernel gradients are tf_conv_backprop's ops. Grouped convolutions
-    (`groups > 1`) are not supported by those ops and use Keras' own convolution.
+    the input and kernel gradients are tf_conv_backprop's ops, grouped convolutions
+    (`groups > 1`, a kernel of in_channels / groups inputs) included.
     """
 
     def convolution_op(self, inputs, kernel):
-        if getattr(self, "groups", 1) != 1:
-            return super().convolution_op(inputs, kernel)
         return conv2d(inputs, kernel, strides=list(self.strides),
                       padding=self.padding.upper(), data_format=_tf_format(self.data_format),
                       dilations=list(self.dilation_rate))

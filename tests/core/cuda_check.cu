@@ -7,9 +7,12 @@
 //
 // Each configuration is drawn at random across the whole matrix (op, dtype, NHWC /
 // NCHW, SAME / VALID / EXPLICIT, strides incl. ones past the phase limit, dilations,
-// depth multipliers, channel counts on and off the vector width, tile- and
-// split-crossing sizes, empty tensors, misaligned pointers, int32 and int64 index
-// kernels) through the real geometry code, then:
+// depth multipliers, grouped conv2d (a few groups, one input channel per group,
+// many narrow groups, groups wider than a tile), channel counts on and off the
+// vector width, tile- and split-crossing sizes, empty tensors, misaligned pointers,
+// int32 and int64 index kernels) through the real geometry code, plus a fixed list
+// of grouped layers (kExplicitCases: ResNeXt's 32 groups of 4, groups = in_depth,
+// ...; every dtype on a GPU, two per op on the emulator), then:
 //  * the output is pre-filled with NaN and guarded by sentinels on both sides, so an
 //    unwritten element or a write out of bounds fails;
 //  * the result is compared with tests/core/naive_reference.h (float64) on the same
@@ -18,7 +21,8 @@
 //    all three outputs must be bitwise equal (determinism, and the 32-bit fast path
 //    computes exactly what the 64-bit one does).
 // Every failure prints the configuration and its seed; a run ends with
-// "N passed, M failed".
+// "N passed, M failed", after the count of grouped configurations checked (a run
+// that checked none fails: the grouped kernels' paths would go untested).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -245,19 +249,20 @@ struct Config {
   uint64_t seed;
   bool force_int64;
   bool misalign;  // every tensor one element past an aligned address
+  bool listed = false;  // from kExplicitCases, not drawn
 };
 
 std::string Describe(const Config& c) {
   const ConvGeometry& g = c.geo;
   char buf[640];
   std::snprintf(buf, sizeof(buf),
-                "%s %s %s %s N=%lld in=%lldx%lldx%lld filter=%lldx%lld %s=%lld out=%lldx%lldx%lld "
+                "%s %s %s %s N=%lld in=%lldx%lldx%lld filter=%lldx%lld %s=%lld groups=%lld out=%lldx%lldx%lld "
                 "stride=%lld,%lld dilation=%lld,%lld pads(t,b,l,r)=%lld,%lld,%lld,%lld index=%s%s seed=%llu",
                 OpName(c.op), DTypeName(c.dtype), g.data_format == DataFormat::kNHWC ? "NHWC" : "NCHW",
                 c.padding == Padding::kSame ? "SAME" : c.padding == Padding::kValid ? "VALID" : "EXPLICIT",
                 (long long)g.batch, (long long)g.in_rows, (long long)g.in_cols, (long long)g.in_depth,
                 (long long)g.filter_rows, (long long)g.filter_cols, g.depthwise ? "multiplier" : "out_depth",
-                (long long)(g.depthwise ? g.depth_multiplier : g.out_depth), (long long)g.out_rows,
+                (long long)(g.depthwise ? g.depth_multiplier : g.out_depth), (long long)g.groups, (long long)g.out_rows,
                 (long long)g.out_cols, (long long)g.out_depth, (long long)g.stride_rows, (long long)g.stride_cols,
                 (long long)g.dilation_rows, (long long)g.dilation_cols, (long long)g.pad_top,
                 (long long)g.pad_bottom, (long long)g.pad_left, (long long)g.pad_right,
@@ -267,9 +272,12 @@ std::string Describe(const Config& c) {
 }
 
 // Builds the geometry the way the TF binding does (ParseAttrs + ComputeGeometry).
+// `groups` > 1 (conv2d only) gives the filter depth / groups input channels, which
+// ComputeGeometry turns back into the group count.
 bool MakeGeometry(OpKind op, DataFormat format, Padding padding, int64_t batch, int64_t rows, int64_t cols,
                   int64_t depth, int64_t kh, int64_t kw, int64_t out_channels, int64_t sr, int64_t sc, int64_t dr,
-                  int64_t dc, const int64_t (&pads)[4], ConvGeometry* g) {
+                  int64_t dc, const int64_t (&pads)[4], int64_t groups, ConvGeometry* g) {
+  if (groups < 1 || (groups > 1 && (IsDepthwise(op) || depth % groups != 0))) return false;
   const bool nhwc = format == DataFormat::kNHWC;
   auto order = [nhwc](int64_t n, int64_t h, int64_t w, int64_t c) {
     return nhwc ? std::vector<int64_t>{n, h, w, c} : std::vector<int64_t>{n, c, h, w};
@@ -293,9 +301,10 @@ bool MakeGeometry(OpKind op, DataFormat format, Padding padding, int64_t batch, 
   }
   const bool depthwise = IsDepthwise(op);
   const int64_t out_depth = depthwise ? depth * out_channels : out_channels;
-  return ComputeGeometry(op, attrs, order(batch, rows, cols, depth), {kh, kw, depth, out_channels},
+  return ComputeGeometry(op, attrs, order(batch, rows, cols, depth), {kh, kw, depth / groups, out_channels},
                          order(batch, out_rows, out_cols, out_depth), g)
-      .ok();
+             .ok() &&
+         g->groups == groups;
 }
 
 // Config `index` of op `op`: the dtype cycles, everything else is drawn. `emulated`
@@ -357,13 +366,109 @@ Config Sample(OpKind op, int index, uint64_t base_seed, bool emulated) {
       }
       kh = pick(1, 3), kw = pick(1, 3);
     }
+    // Grouped conv2d, about 45% of the conv2d draws (every kind but the emptied
+    // channel counts): the channel counts become groups x (channels per group).
+    int64_t groups = 1;
+    if (!depthwise && depth > 0 && out_channels > 0 && pick(0, 19) < 9) {
+      const bool big = kind >= 3 && kind <= 5;
+      // The emulator pays a whole tile per group: big images take fewer groups there
+      // (kExplicitCases has ResNeXt's 32).
+      const bool costly = big && emulated;
+      int64_t cg, og;
+      switch (pick(0, 3)) {
+        case 0:  // a few groups, narrow or on the vector width
+          groups = pick(2, 4), cg = channels(big ? 24 : 12), og = channels(big ? 24 : 12);
+          break;
+        case 1:  // one input channel per group (groups = in_depth), 1-3 outputs each
+          groups = pick(2, costly ? 12 : big ? 48 : 24), cg = 1, og = pick(1, 3);
+          break;
+        case 2:  // wider than a tile: several channel tiles within a group
+          groups = 2, cg = emulated ? pick(33, 72) : pick(60, 150), og = emulated ? pick(33, 72) : pick(60, 150);
+          if (pick(0, 1)) cg = 8 * (cg / 8), og = 8 * (og / 8);
+          break;
+        default:  // many narrow groups (ResNeXt: 32 x 4), widths 4, 8, 16 or odd
+          groups = costly ? pick(4, 8) : pick(0, 1) ? 32 : pick(5, 16);
+          cg = pick(0, 3) ? int64_t{4} << pick(0, 2) : pick(1, 7);
+          og = pick(0, 2) ? cg : pick(1, 8);
+          break;
+      }
+      depth = groups * cg, out_channels = groups * og;
+    }
     c.force_int64 = pick(0, 1) == 1;
     c.misalign = pick(0, 7) == 0;
     if (MakeGeometry(op, format, padding, batch, rows, cols, depth, kh, kw, out_channels, sr, sc, dr, dc, pads,
-                     &c.geo)) {
+                     groups, &c.geo)) {
       return c;
     }
   }
+}
+
+// Grouped layers every run checks in both conv2d ops, beside the random draws: the
+// shapes grouped networks use and the corners of the group indexing (one channel per
+// group, groups wider than a tile, vector widths).
+struct ListedCase {
+  DataFormat format;
+  Padding padding;
+  int64_t batch, rows, cols, depth, kh, kw, out_channels, sr, sc, dr, dc;
+  int64_t pads[4];  // EXPLICIT only: top, bottom, left, right
+  int64_t groups;
+  bool misalign;
+};
+constexpr DataFormat kNhwc = DataFormat::kNHWC, kNchw = DataFormat::kNCHW;
+constexpr ListedCase kExplicitCases[] = {
+    // ResNeXt's 3x3 128 -> 128 in 32 groups of 4 (vec4, not vec8), and its strided form.
+    // Small images: the emulator pays for a whole tile per group.
+    {kNhwc, Padding::kSame, 1, 6, 6, 128, 3, 3, 128, 1, 1, 1, 1, {0, 0, 0, 0}, 32, false},
+    {kNchw, Padding::kSame, 1, 7, 7, 128, 3, 3, 128, 2, 2, 1, 1, {0, 0, 0, 0}, 32, false},
+    // groups = in_depth: one input channel per group, two outputs each; then one each,
+    // dilated, explicitly padded.
+    {kNhwc, Padding::kValid, 2, 6, 8, 12, 3, 3, 24, 1, 1, 1, 1, {0, 0, 0, 0}, 12, false},
+    {kNchw, Padding::kExplicit, 1, 8, 8, 8, 3, 3, 8, 1, 1, 2, 2, {1, 2, 0, 3}, 8, false},
+    // Group width 16 (vec8 in every group), then 8 with misaligned tensors (elementwise).
+    {kNhwc, Padding::kSame, 1, 8, 8, 64, 3, 3, 64, 1, 1, 1, 1, {0, 0, 0, 0}, 4, false},
+    {kNhwc, Padding::kSame, 2, 6, 6, 32, 3, 3, 32, 1, 1, 1, 1, {0, 0, 0, 0}, 4, true},
+    // Two groups wider than a tile (80 -> 72 each), strided, explicit pads.
+    {kNhwc, Padding::kExplicit, 2, 11, 11, 160, 3, 3, 144, 2, 2, 1, 1, {1, 1, 2, 0}, 2, false},
+    // Three groups of odd widths (5 -> 7), 1x1 stride 2; and past the phase limit.
+    {kNchw, Padding::kValid, 3, 9, 8, 15, 1, 1, 21, 2, 2, 1, 1, {0, 0, 0, 0}, 3, false},
+    {kNhwc, Padding::kSame, 1, 20, 18, 12, 2, 3, 8, 9, 10, 1, 1, {0, 0, 0, 0}, 4, false},
+};
+
+// The listed cases as configurations of both conv2d ops in each of their dtypes;
+// `emulated`: in one tensor-core dtype and one other per case and op, rotating
+// through them over the list (the emulator replays each warp's products per thread).
+std::vector<Config> ListedConfigs(uint64_t base_seed, bool emulated) {
+  std::vector<Config> out;
+  int index = 0, listed = 0;
+  for (const ListedCase& l : kExplicitCases) {
+    for (OpKind op : {OpKind::kConv2DBackpropInput, OpKind::kConv2DBackpropFilter}) {
+      std::vector<DType> dtypes(kDTypes, kDTypes + DTypesOf(op));
+      if (emulated) {
+        const int input_grad = ComputesInputGrad(op);
+        dtypes = {kDTypes[(listed + input_grad) % 2], kDTypes[2 + listed % (DTypesOf(op) - 2)]};
+      }
+      for (DType dtype : dtypes) {
+        Config c;
+        c.op = op;
+        c.dtype = dtype;
+        c.padding = l.padding;
+        c.seed = base_seed * 1000003ull + 900000ull + static_cast<uint64_t>(index);
+        c.force_int64 = index % 2 == 1;
+        c.misalign = l.misalign;
+        c.listed = true;
+        if (!MakeGeometry(op, l.format, l.padding, l.batch, l.rows, l.cols, l.depth, l.kh, l.kw, l.out_channels,
+                          l.sr, l.sc, l.dr, l.dc, l.pads, l.groups, &c.geo)) {
+          // A broken list entry must not pass silently: an empty geometry the check rejects.
+          c.geo = ConvGeometry();
+          c.geo.groups = 0;
+        }
+        out.push_back(c);
+        ++index;
+      }
+    }
+    ++listed;
+  }
+  return out;
 }
 
 // ---- one configuration ---------------------------------------------------------
@@ -396,6 +501,7 @@ struct Prepared {
 
 Prepared Prepare(const Config& c) {
   const ConvGeometry& g = c.geo;
+  if (g.groups < 1) return Prepared();  // a broken list entry, failed by CheckConfig
   const bool input_grad = ComputesInputGrad(c.op);
   std::mt19937_64 rng(c.seed ^ 0x9e3779b97f4a7c15ull);
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
@@ -469,6 +575,7 @@ bool RunOnce(const Config& c, bool force_int64, const std::vector<unsigned char>
 // Empty string: passed.
 std::string CheckConfig(const Config& c, const Prepared& p) {
   const ConvGeometry& g = c.geo;
+  if (g.groups < 1) return "invalid entry of kExplicitCases (the geometry code rejects it)";
   const bool input_grad = ComputesInputGrad(c.op);
   const Dims in_dims{g.batch, g.in_rows, g.in_cols, g.in_depth};
   const Dims dy_dims{g.batch, g.out_rows, g.out_cols, g.out_depth};
@@ -516,7 +623,9 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   std::vector<Config> configs;
   for (OpKind op : kOps)
     for (int i = 0; i < per_op; ++i) configs.push_back(Sample(op, i, seed, emulated));
+  for (const Config& c : ListedConfigs(seed, emulated)) configs.push_back(c);
   int passed = 0, failed = 0;
+  int grouped_drawn = 0, grouped_listed = 0, grouped_failed = 0;
   int per_cell[4][kNumDTypes][2] = {};
   // Inputs and references on CPU threads, a batch at a time; device runs in order.
   const size_t batch = 64;
@@ -534,6 +643,10 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
     for (size_t i = start; i < end; ++i) {
       const Config& c = configs[i];
       const std::string why = CheckConfig(c, prepared[i - start]);
+      if (c.geo.groups != 1) {
+        ++(c.listed ? grouped_listed : grouped_drawn);
+        grouped_failed += !why.empty();
+      }
       if (why.empty()) {
         ++passed;
         ++per_cell[static_cast<int>(c.op)][static_cast<int>(c.dtype)][c.geo.data_format == DataFormat::kNCHW];
@@ -555,6 +668,12 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
     }
     std::printf("\n");
   }
+  std::printf("grouped conv2d configurations checked: %d (%d drawn, %d listed), %d failed\n",
+              grouped_drawn + grouped_listed, grouped_drawn, grouped_listed, grouped_failed);
+  if (grouped_drawn + grouped_listed == 0) {
+    std::printf("FAIL no grouped conv2d configuration was checked\n");
+    ++failed;
+  }
   std::printf("%d passed, %d failed\n", passed, failed);
   std::fflush(stdout);
   return failed;
@@ -569,15 +688,16 @@ namespace {
 // sizes: op, dtype (0 half, 1 bfloat16, 2 float, 3 double, 4 int32), format (0 NHWC, 1 NCHW),
 // padding (0 SAME, 1 VALID, 2 EXPLICIT), batch, rows, cols, depth, filter rows,
 // filter cols, out channels (conv2d out depth / depthwise multiplier), stride rows,
-// stride cols, dilation rows, dilation cols, pad top, pad bottom, pad left, pad right.
-constexpr int kArgs = 19;
+// stride cols, dilation rows, dilation cols, pad top, pad bottom, pad left, pad right,
+// groups (conv2d; 1 for dense and depthwise).
+constexpr int kArgs = 20;
 bool GeometryFromArgs(const int64_t* a, tf_conv_backprop::ConvGeometry* g) {
   using namespace tf_conv_backprop;
   if (a[0] < 0 || a[0] > 3 || a[2] < 0 || a[2] > 1 || a[3] < 0 || a[3] > 2) return false;
   const int64_t pads[4] = {a[15], a[16], a[17], a[18]};
   return check::MakeGeometry(static_cast<OpKind>(a[0]), a[2] ? DataFormat::kNCHW : DataFormat::kNHWC,
                              static_cast<Padding>(a[3]), a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12],
-                             a[13], a[14], pads, g);
+                             a[13], a[14], pads, a[19], g);
 }
 }  // namespace
 

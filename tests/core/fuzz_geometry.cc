@@ -265,7 +265,9 @@ void CheckGeometry(const FuzzInput& in, const tcb::ConvAttrs& attrs, const std::
   require(tcb::NumElements(in.dy_shape, &n) && n == g.out_backprop_elements, "out_backprop_elements");
   require(g.batch == input_shape[d.batch] && g.batch == in.dy_shape[d.batch], "batch");
   require(g.in_rows == input_shape[d.rows] && g.in_cols == input_shape[d.cols], "input spatial");
-  require(g.in_depth == input_shape[d.depth] && g.in_depth == filter_shape[2], "in_depth");
+  require(g.in_depth == input_shape[d.depth] && g.groups >= 1 && g.in_depth == g.groups * filter_shape[2] &&
+              (g.groups == 1 || !g.depthwise),
+          "in_depth = groups * filter in_depth (groups > 1 for conv2d only)");
   require(g.filter_rows == filter_shape[0] && g.filter_cols == filter_shape[1], "filter spatial");
   require(g.out_rows == in.dy_shape[d.rows] && g.out_cols == in.dy_shape[d.cols], "out spatial");
   require(g.out_depth == in.dy_shape[d.depth], "out_depth");
@@ -273,7 +275,7 @@ void CheckGeometry(const FuzzInput& in, const tcb::ConvAttrs& attrs, const std::
     require(g.depth_multiplier == filter_shape[3] && (i128)g.in_depth * g.depth_multiplier == g.out_depth,
             "depthwise out_depth = in_depth * multiplier");
   } else {
-    require(filter_shape[3] == g.out_depth, "filter out_depth");
+    require(filter_shape[3] == g.out_depth && g.out_depth % g.groups == 0, "filter out_depth, a multiple of groups");
   }
   require(g.stride_rows >= 1 && g.stride_cols >= 1 && g.stride_rows <= INT32_MAX && g.stride_cols <= INT32_MAX,
           "strides in [1, 2^31-1]");
@@ -459,7 +461,7 @@ bool SmallEnough(const tcb::ConvGeometry& g) {
       g.out_backprop_elements > kMaxElements)
     return false;
   if (g.input_elements == 0 || g.filter_elements == 0 || g.out_backprop_elements == 0) return true;
-  const int64_t per_pixel = g.depthwise ? g.depth_multiplier : g.out_depth;
+  const int64_t per_pixel = g.depthwise ? g.depth_multiplier : g.group_out_depth();
   i128 work = (i128)g.batch * g.out_rows * g.out_cols;
   work *= (i128)g.filter_rows * g.filter_cols;
   work *= (i128)g.in_depth * per_pixel;

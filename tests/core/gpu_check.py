@@ -10,13 +10,14 @@ on a machine with an NVIDIA GPU, CUDA's nvcc and PyTorch, no TensorFlow, no netw
     (the oracle the CPU engine's core tests use; the main suite checks the CPU engine
     against TF), outputs pre-filled with NaN and guarded against out-of-bounds writes,
     bitwise determinism over repeated runs and between the int32 and int64 kernels;
- 3. speed: each op on the benchmark layers (bench/shapes.py) against cuDNN through
-    PyTorch (torch.nn.grad.conv2d_input / conv2d_weight, groups=C for depthwise; TF32
-    off; the same explicit padding for both), CUDA-graph timed, alternating, median of
-    rounds; each result is also judged against PyTorch's float64 gradient of the same
-    inputs with the op table's tolerance (python/tf_conv_backprop/_ops.py); prints a
-    table of ratios (cuDNN time / ours: > 1 is faster than cuDNN) and writes
-    build/gpu_check/timings.json.
+ 3. speed: each op on the benchmark layers (bench/shapes.py, its grouped conv2d layers
+    included) against cuDNN through PyTorch
+    (torch.nn.grad.conv2d_input / conv2d_weight, groups=C for depthwise, the layer's
+    groups for grouped conv2d; TF32 off; the same explicit padding for both),
+    CUDA-graph timed, alternating, median of rounds; each result is also judged
+    against PyTorch's float64 gradient of the same inputs with the op table's
+    tolerance (python/tf_conv_backprop/_ops.py); prints a table of ratios (cuDNN
+    time / ours: > 1 is faster than cuDNN) and writes build/gpu_check/timings.json.
 
 Exit status: 0 when every configuration passed, 1 otherwise, 2 when no GPU is
 present (it fails fast) or the build fails. `--build-only` compiles without a GPU.
@@ -47,6 +48,8 @@ HEADERS = ["tf_ops/core/geometry.h", "tf_ops/cuda/engine.h", "tf_ops/cuda/kernel
 LIBRARY = os.path.join(OUT_DIR, "libtcb_cuda_check.so")
 
 PADDING_CODE = {"SAME": 0, "VALID": 1, "EXPLICIT": 2}
+# Entries of the geometry array tcb_cuda_run takes (tests/core/cuda_check.cu, kArgs).
+NUM_ARGS = 20
 
 
 def log(msg):
@@ -192,24 +195,28 @@ def make_case(torch, lib, layer, spec, dtype_name, device):
     n, hw, c, mult_or_out, k = layer.batch, layer.hw, layer.in_depth, layer.out_channels, layer.k
     s, d = layer.stride, layer.dilation
     depthwise = layer.depthwise
+    groups = layer.groups
+    cg = c // groups  # the filter's input channels
     p = torch_padding(layer)
     oc = c * mult_or_out if depthwise else mult_or_out
     o = (hw + 2 * p - (k - 1) * d - 1) // s + 1
     x = torch.randn(n, hw, hw, c, device=device).to(dt)
-    w = torch.randn(k, k, c, mult_or_out, device=device).to(dt)
+    w = torch.randn(k, k, cg, mult_or_out, device=device).to(dt)
     dy = torch.randn(n, o, o, oc, device=device).to(dt)
     # PyTorch's views: NCHW logical, NHWC in memory (channels_last); OIHW weights, the
-    # depthwise ones [C*M, 1, KH, KW] with output channel c*M + j as in TF.
+    # depthwise ones [C*M, 1, KH, KW] with output channel c*M + j as in TF, the grouped
+    # ones [Cout, Cin / groups, KH, KW] with output channel o in group o // (Cout / groups)
+    # as in TF.
     xt, dyt = x.permute(0, 3, 1, 2), dy.permute(0, 3, 1, 2)
     wt = (w.reshape(k, k, oc).permute(2, 0, 1).unsqueeze(1).contiguous() if depthwise
           else w.permute(3, 2, 0, 1).contiguous())
-    conv = dict(stride=s, padding=p, dilation=d, groups=c if depthwise else 1)
+    conv = dict(stride=s, padding=p, dilation=d, groups=c if depthwise else groups)
     input_grad = spec.computes == "input"
     # The core's OpKind and DType are the op table's row and dtype order.
-    geo = (ctypes.c_int64 * 19)(ops.OPS.index(spec), ops.ALL_DTYPES.index(dtype_name), 0,
-                               PADDING_CODE["EXPLICIT"], n, hw, hw, c, k, k, mult_or_out, s, s, d,
-                               d, p, p, p, p)
-    out = torch.empty((n, hw, hw, c) if input_grad else (k, k, c, mult_or_out), device=device, dtype=dt)
+    geo = (ctypes.c_int64 * NUM_ARGS)(ops.OPS.index(spec), ops.ALL_DTYPES.index(dtype_name), 0,
+                                     PADDING_CODE["EXPLICIT"], n, hw, hw, c, k, k, mult_or_out, s, s, d,
+                                     d, p, p, p, p, groups)
+    out = torch.empty((n, hw, hw, c) if input_grad else (k, k, cg, mult_or_out), device=device, dtype=dt)
     data = w if input_grad else x
     err = ctypes.create_string_buffer(512)
 
@@ -233,9 +240,9 @@ def make_case(torch, lib, layer, spec, dtype_name, device):
         got = out.permute(0, 3, 1, 2) if input_grad else (
             out.reshape(k, k, oc).permute(2, 0, 1).unsqueeze(1) if depthwise else out.permute(3, 2, 0, 1))
         rel = float((got.double() - ref).norm() / max(ref.norm().item(), 1e-30))
-        return rel, ops.within(rel, dtype_name, spec.reduction_length((k, k, c, mult_or_out), n, o, o))
+        return rel, ops.within(rel, dtype_name, spec.reduction_length((k, k, cg, mult_or_out), n, o, o))
 
-    macs = n * o * o * k * k * c * mult_or_out
+    macs = n * o * o * k * k * cg * mult_or_out
     return ours, theirs, judge, macs
 
 
@@ -335,6 +342,10 @@ def main(argv):
     lib.tcb_cuda_check.restype = ctypes.c_int
     lib.tcb_cuda_check.argtypes = [ctypes.c_int, ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int]
     lib.tcb_cuda_run.restype = ctypes.c_int
+    if lib.tcb_cuda_num_args() != NUM_ARGS:
+        log(f"{os.path.relpath(LIBRARY, REPO)} takes {lib.tcb_cuda_num_args()} geometry entries, "
+            f"this script {NUM_ARGS}: rebuild it")
+        return 2
     log(f"correctness: {args.configs} random configurations per op, seed {args.seed}")
     t1 = time.time()
     failed = lib.tcb_cuda_check(args.configs, args.seed, os.cpu_count() or 1, int(args.verbose))

@@ -37,10 +37,12 @@ template <typename T, typename Acc = double>
 std::vector<Acc> Gradient(const ConvGeometry& g, bool input_grad, const T* x_or_w, const T* dy) {
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t m = g.depthwise ? g.depth_multiplier : 1;
+  // Grouped conv2d: input channel ci meets only the output channels of its group.
+  const int64_t gcin = g.depthwise ? cin : g.group_in_depth(), gcout = g.depthwise ? cout : g.group_out_depth();
   std::vector<Acc> out(input_grad ? g.input_elements : g.filter_elements, Acc(0));
   auto x_at = [&](int64_t n, int64_t ih, int64_t iw) { return ((n * g.in_rows + ih) * g.in_cols + iw) * cin; };
   auto y_at = [&](int64_t n, int64_t oh, int64_t ow) { return ((n * g.out_rows + oh) * g.out_cols + ow) * cout; };
-  auto w_at = [&](int64_t kh, int64_t kw) { return (kh * g.filter_cols + kw) * cin * (g.depthwise ? m : cout); };
+  auto w_at = [&](int64_t kh, int64_t kw) { return (kh * g.filter_cols + kw) * (g.depthwise ? cin * m : gcin * cout); };
   ForEachTap(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t ih, int64_t iw, int64_t kh, int64_t kw) {
     const int64_t xo = x_at(n, ih, iw), yo = y_at(n, oh, ow), wo = w_at(kh, kw);
     for (int64_t ci = 0; ci < cin; ++ci) {
@@ -51,10 +53,11 @@ std::vector<Acc> Gradient(const ConvGeometry& g, bool input_grad, const T* x_or_
           else out[wo + ci * m + j] += d * static_cast<Acc>(x_or_w[xo + ci]);
         }
       } else {
-        for (int64_t co = 0; co < cout; ++co) {
+        const int64_t group = ci / gcin, wi = wo + (ci % gcin) * cout;
+        for (int64_t co = group * gcout; co < (group + 1) * gcout; ++co) {
           const Acc d = static_cast<Acc>(dy[yo + co]);
-          if (input_grad) out[xo + ci] += d * static_cast<Acc>(x_or_w[wo + ci * cout + co]);
-          else out[wo + ci * cout + co] += d * static_cast<Acc>(x_or_w[xo + ci]);
+          if (input_grad) out[xo + ci] += d * static_cast<Acc>(x_or_w[wi + co]);
+          else out[wi + co] += d * static_cast<Acc>(x_or_w[xo + ci]);
         }
       }
     }

@@ -63,9 +63,20 @@ bool RandomGeometry(OpKind op, std::mt19937_64& rng, ConvGeometry* g) {
   // Occasionally a filter past 1 MiB (the dense filter gradient's tap split).
   const bool big = !depthwise && rng() % 12 == 0;
   const int64_t cout = big ? pick(300, 340) : (depthwise ? pick(1, 3) : Channels(rng));
-  const int64_t kin = big ? pick(200, 240) : cin;
+  int64_t kin = big ? pick(200, 240) : cin;
   const int64_t kk = big ? 2 : k;
   std::vector<int64_t> input = {n, h, w, kin}, filter = {kk, kk, kin, cout};
+  // A quarter of the conv2d geometries grouped: widths around the grouped rows' powers
+  // of two (out as in, mostly), 2 to 9 groups.
+  if (!depthwise && !big && rng() % 4 == 0) {
+    static const int64_t kWidths[] = {1, 2, 3, 4, 8, 16};
+    const int64_t groups = pick(2, 9), width = kWidths[rng() % 6];
+    const int64_t out_width = rng() % 4 == 0 ? kWidths[rng() % 6] : width;
+    kin = groups * width;
+    input = {n, h, w, kin};
+    filter = {kk, kk, width, groups * out_width};
+  }
+  const int64_t cout_all = filter[3];
   int64_t oh = 0, ow = 0, unused = 0;
   if (!tcb::WindowedOutputSize(h, kk, attrs.dilation_rows, attrs.stride_rows, attrs.padding, attrs.pad_top,
                                attrs.pad_bottom, &oh, &unused, &unused).ok() ||
@@ -74,7 +85,7 @@ bool RandomGeometry(OpKind op, std::mt19937_64& rng, ConvGeometry* g) {
       oh <= 0 || ow <= 0) {
     return false;
   }
-  const std::vector<int64_t> dy = {n, oh, ow, depthwise ? kin * cout : cout};
+  const std::vector<int64_t> dy = {n, oh, ow, depthwise ? kin * cout : cout_all};
   return tcb::ComputeGeometry(op, attrs, input, filter, dy, g).ok();
 }
 

@@ -426,12 +426,12 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
     return InvalidArgument(WithTfText(op, tf_text, Str("batch sizes differ: ", shapes)));
   }
   // TF's order for conv2d: a positive filter depth dividing the input depth, then
-  // the output depth; the grouped case (a proper divisor) is refused only after every
-  // shape check, as TF's GPU kernels would run it.
-  bool grouped = false;
+  // the output depth; a proper divisor makes a grouped convolution, as TF's GPU
+  // kernels (and its forward op) run it.
   if (filter_shape[2] != g.in_depth) {
     const std::string detail =
-        Str("`", filter, "` in_depth (dimension 2) must equal the input depth ", g.in_depth, ": ", shapes);
+        Str("`", filter, "` in_depth (dimension 2) must equal the input depth ", g.in_depth,
+            g.depthwise ? "" : " or divide it (grouped convolution)", ": ", shapes);
     if (g.depthwise) return InvalidArgument(WithTfText(op, "input and filter must have the same in_depth", detail));
     if (filter_shape[2] <= 0) {
       // (sic): TF's text.
@@ -440,8 +440,9 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
     if (g.in_depth % filter_shape[2] != 0) {
       return InvalidArgument(WithTfText(op, "input depth must be evenly divisible by filter depth", detail));
     }
+    // Zero groups: an empty input depth under a filter that reads some.
     if (g.in_depth == 0) return InvalidArgument(Str(OpName(op), ": ", detail));
-    grouped = true;
+    g.groups = g.in_depth / filter_shape[2];
   }
   if (g.depthwise) {
     g.depth_multiplier = filter_shape[3];
@@ -511,10 +512,13 @@ Status ComputeGeometry(OpKind op, const ConvAttrs& attrs, const std::vector<int6
     Status st = g.depthwise ? matches(s) : OkStatus();
     if (!st.ok()) return st;
   }
-  if (grouped) {
-    return Unimplemented(Str(OpName(op), ": grouped convolutions are not supported: input depth ", g.in_depth,
-                             " is a multiple of `", filter, "` depth ", filter_shape[2], " (filter shape ",
-                             ListString(filter_shape), ")"));
+  // TF's forward op checks the groups against the output depth; its gradient kernels
+  // do not, so the shapes come first. An empty output depth gives zero gradients.
+  if (g.out_depth % g.groups != 0) {
+    return InvalidArgument(WithTfText(
+        op, Str("output depth must be evenly divisible by number of groups: ", g.out_depth, " vs ", g.groups),
+        Str("`", filter, "` out_depth (dimension 3) ", g.out_depth, " must be a multiple of the ", g.groups,
+            " groups (input depth ", g.in_depth, " / `", filter, "` in_depth ", filter_shape[2], "): ", shapes)));
   }
   *geo = g;
   return OkStatus();

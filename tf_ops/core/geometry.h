@@ -63,6 +63,14 @@ struct DimIndex {
 inline int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 inline int64_t CeilDiv(int64_t a, int64_t b) { return a > 0 ? (a + b - 1) / b : -((-a) / b); }
 
+// The output position whose tap at `offset` (k * dilation) reads input position
+// `in` along one axis, or -1 when there is none: the input gradient's gather.
+inline int64_t TapSource(int64_t in, int64_t pad, int64_t offset, int64_t stride, int64_t out) {
+  const int64_t t = in + pad - offset;
+  if (t < 0 || t % stride != 0 || t / stride >= out) return -1;
+  return t / stride;
+}
+
 inline DimIndex DimsOf(DataFormat f) {
   return f == DataFormat::kNHWC ? DimIndex{0, 1, 2, 3} : DimIndex{0, 2, 3, 1};
 }
@@ -85,13 +93,16 @@ Status ParseAttrs(OpKind op, const std::string& data_format, const std::string& 
                   const std::vector<int64_t>& explicit_paddings, ConvAttrs* attrs);
 
 // Everything an engine needs, all int64, all validated. Tensors are in
-// `data_format` order; the filter is always [rows, cols, in_depth, out_depth]
+// `data_format` order; the filter is always [rows, cols, in_depth / groups, out_depth]
 // (depthwise: [rows, cols, in_depth, depth_multiplier]).
 struct ConvGeometry {
   int64_t batch = 0;
   int64_t in_rows = 0, in_cols = 0, in_depth = 0;
   int64_t filter_rows = 0, filter_cols = 0;
   int64_t depth_multiplier = 1;  // depthwise only; out_depth = in_depth * depth_multiplier
+  // conv2d only: group k reads input channels [k, k + 1) * group_in_depth() and
+  // writes output channels [k, k + 1) * group_out_depth(); 1 for a dense convolution.
+  int64_t groups = 1;
   int64_t out_rows = 0, out_cols = 0, out_depth = 0;
   int64_t stride_rows = 1, stride_cols = 1;
   int64_t dilation_rows = 1, dilation_cols = 1;
@@ -103,9 +114,25 @@ struct ConvGeometry {
   // Element counts, checked for int64 overflow when the geometry was built.
   int64_t input_elements = 0, filter_elements = 0, out_backprop_elements = 0;
 
+  int64_t group_in_depth() const { return in_depth / groups; }
+  int64_t group_out_depth() const { return out_depth / groups; }
   int64_t eff_filter_rows() const { return (filter_rows - 1) * dilation_rows + 1; }
   int64_t eff_filter_cols() const { return (filter_cols - 1) * dilation_cols + 1; }
 };
+
+// Calls fn(kh, kw, oh, ow) for every tap whose output position (oh, ow) reads input
+// pixel (ih, iw) in the forward convolution: the input gradient's gather for one pixel.
+template <typename Fn>
+void ForEachTapReaching(const ConvGeometry& g, int64_t ih, int64_t iw, Fn fn) {
+  for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
+    const int64_t oh = TapSource(ih, g.pad_top, kh * g.dilation_rows, g.stride_rows, g.out_rows);
+    if (oh < 0) continue;
+    for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
+      const int64_t ow = TapSource(iw, g.pad_left, kw * g.dilation_cols, g.stride_cols, g.out_cols);
+      if (ow >= 0) fn(kh, kw, oh, ow);
+    }
+  }
+}
 
 // The same geometry for `images` images of the batch (the element counts to
 // match): how the engines run a batch in chunks.

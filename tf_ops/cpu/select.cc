@@ -19,10 +19,25 @@ int64_t AccBytes(Dtype d) { return d == Dtype::kDouble ? 8 : 4; }
 // Elements per zmm register of the kernel's accumulators.
 int64_t ZmmLanes(Dtype d) { return 64 / AccBytes(d); }
 
+// The dense conv2d kernels read the filter as [taps, in_depth, out_depth]; the
+// engine runs a grouped call on them as dense slices of whole groups.
+bool Dense(const SelectionInput& in) { return in.geo->groups == 1; }
+
+// The permuting grouped kernels: as many output channels as input channels a group,
+// a power of two up to 8 (groups of 16 run faster as dense slices: no zeros to skip
+// there; see the commit) and at most 32 bytes, so that one AVX2 vector (the row's
+// lowest ISA, and what the sanitizer build compiles every row with) holds a group.
+bool GroupedPermuteApplies(const SelectionInput& in) {
+  const ConvGeometry& g = *in.geo;
+  const int64_t cg = g.group_in_depth();
+  return g.groups > 1 && cg == g.group_out_depth() && (cg & (cg - 1)) == 0 && cg <= 8 &&
+         cg * AccBytes(in.dtype) <= 32;
+}
+
 // col == x: a 1x1 filter reading every input pixel exactly once, in order.
 bool PointwiseApplies(const SelectionInput& in) {
   const ConvGeometry& g = *in.geo;
-  return g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 && g.stride_cols == 1 &&
+  return Dense(in) && g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 && g.stride_cols == 1 &&
          g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0 &&
          g.out_rows == g.in_rows && g.out_cols == g.in_cols;
 }
@@ -31,22 +46,22 @@ bool Always(const SelectionInput&) { return true; }
 
 // The direct input-gradient tiles hold input channels in whole vectors.
 bool DirectInputApplies(const SelectionInput& in) {
-  return in.geo->in_depth % ZmmLanes(in.dtype) == 0;
+  return Dense(in) && in.geo->in_depth % ZmmLanes(in.dtype) == 0;
 }
 // vdpbf16ps pairs output channels, 16 input channels per vector.
 bool DirectInputBf16Applies(const SelectionInput& in) {
-  return in.geo->in_depth % 16 == 0 && in.geo->out_depth % 2 == 0;
+  return Dense(in) && in.geo->in_depth % 16 == 0 && in.geo->out_depth % 2 == 0;
 }
 // The direct filter-gradient tiles hold output channels in whole vectors.
 bool DirectFilterApplies(const SelectionInput& in) {
-  return in.geo->out_depth % ZmmLanes(in.dtype) == 0;
+  return Dense(in) && in.geo->out_depth % ZmmLanes(in.dtype) == 0;
 }
-bool DirectFilterBf16Applies(const SelectionInput& in) { return in.geo->out_depth % 16 == 0; }
+bool DirectFilterBf16Applies(const SelectionInput& in) { return Dense(in) && in.geo->out_depth % 16 == 0; }
 
 // dW past L2 would be streamed once per pixel tile by the im2col GEMMs.
 constexpr int64_t kSplitFilterBytes = int64_t{1} << 20;
 bool FilterByTapsApplies(const SelectionInput& in) {
-  return !PointwiseApplies(in) && in.geo->filter_elements * AccBytes(in.dtype) > kSplitFilterBytes;
+  return Dense(in) && !PointwiseApplies(in) && in.geo->filter_elements * AccBytes(in.dtype) > kSplitFilterBytes;
 }
 
 // The AVX-512 planar kernels keep one padded plane (a vector of columns either

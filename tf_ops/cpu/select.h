@@ -73,6 +73,7 @@ constexpr OpKind kConv2DFilter = OpKind::kConv2DBackpropFilter;
 constexpr OpKind kDepthwiseInput = OpKind::kDepthwiseBackpropInput;
 constexpr OpKind kDepthwiseFilter = OpKind::kDepthwiseBackpropFilter;
 constexpr Isa kBaseline = Isa::kBaseline;
+constexpr Isa kAvx2 = Isa::kAvx2;
 constexpr Isa kAvx512 = Isa::kAvx512;
 constexpr uint32_t BitOf(Dtype d) { return 1u << static_cast<int>(d); }
 constexpr uint32_t BitOf(DataFormat f) { return f == DataFormat::kNHWC ? kNhwc : kNchw; }

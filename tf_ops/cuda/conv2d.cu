@@ -1,5 +1,5 @@
-// CUDA kernels for the dense conv2d gradients (NHWC, see cuda/kernels.h): both are
-// implicit GEMMs tiled through shared memory, never materialising im2col.
+// CUDA kernels for the conv2d gradients, dense and grouped (NHWC, see cuda/kernels.h):
+// both are implicit GEMMs tiled through shared memory, never materialising im2col.
 //
 // Input gradient. dx[n, ih, iw, ci] = sum over (kh, kw, co) of
 //   dy[n, oh, ow, co] * w[kh, kw, ci, co],  where ih = oh*s - pad + kh*d
@@ -19,16 +19,34 @@
 // reductions are split over blocks (SplitPlan); each split writes its partial sums to
 // scratch and SumSplits adds them in split order: no atomics, bitwise reproducible.
 //
+// Grouped convolutions (groups > 1, filter [KH, KW, Cg, Cout] with Cg = Cin / groups,
+// Og = Cout / groups) are `groups` independent GEMMs of the same shape, run by the
+// same launch: the group is folded into the channel-tile index of the grid, so every
+// tile lies inside one group and only offsets its pointers by the group's first
+// channel. The kernels are templates over kGrouped: a dense convolution runs the
+// kGrouped = false instances, where that offset is the constant 0, i.e. the same
+// tiles and the same machine code as before groups existed (the grouped arithmetic
+// costs registers, enough to make some instances spill):
+//   input gradient, per phase and group: [pixels] x [Cg], reducing over taps x Og;
+//   filter gradient, per tap and group: [Cg] x [Og], reducing over pixels.
+// Rows keep the full tensors' strides (Cin, Cout). Vector accesses need every group
+// offset aligned, hence Cg and Og (not just Cin and Cout) multiples of the width.
+// Narrow groups waste most of a tile: ResNeXt's Cg = Og = 4 fills 4 of the 64
+// columns of an input-gradient tile and 4 of each reduction step, and 4 x 4 of a
+// 64 x 64 filter-gradient tile. Correct, but far from cuDNN there; packing several
+// groups block-diagonally into one tile would be a kernel family of its own.
+//
 // float and double: 64x64 output tiles, 16-deep reduction steps, 256 threads each
 // owning a 4x4 block of accumulators (CUDA cores, no TF32); tiles are loaded as
-// 4-element vectors when the channel counts are multiples of 4 (kVec), elementwise
-// otherwise. Accumulation is float (double for double). int32 (the input gradient
-// only, as TF) runs the same kernel summing in uint32: exact, wrapping around as
-// TF's int32 kernel does.
+// 4-element vectors when the channel counts, per group too, are multiples of 4
+// (kVec), elementwise otherwise. Accumulation is float (double for double). int32
+// (the input gradient only, as TF) runs the same kernel summing in uint32: exact,
+// wrapping around as TF's int32 kernel does.
 // half and bfloat16: the same tiling and loops on tensor cores (nvcuda::wmma 16x16x16,
 // float accumulators): 64x64 tiles, 32-deep steps, 4 warps of 32x32, operands kept in
-// their 16-bit type in shared memory (8-element vectors when channels % 8 == 0), the
-// float results staged through shared memory and rounded once on the way out.
+// their 16-bit type in shared memory (8-element vectors when the channel counts, per
+// group too, are multiples of 8), the float results staged through shared memory and
+// rounded once on the way out.
 #include <algorithm>
 
 #include "tf_ops/cuda/kernels.h"
@@ -49,6 +67,8 @@ constexpr int64_t kMaxScratchBytes = int64_t{256} << 20;
 template <typename Index>
 struct Conv2DParams : WindowParams<Index> {
   Index in_depth;
+  // Grouped convolution: channels per group (in_depth and out_depth when dense).
+  Index groups, group_in_depth, group_out_depth;
   // Input gradient: phases per axis (the strides, or 1 and 1 when not phased) and
   // the pads reduced modulo them.
   Index phase_rows, phase_cols, pad_top_mod, pad_left_mod;
@@ -62,6 +82,9 @@ Conv2DParams<Index> MakeParams(const ConvGeometry& g) {
   Conv2DParams<Index> p;
   p.SetWindow(g);
   p.in_depth = static_cast<Index>(g.in_depth);
+  p.groups = static_cast<Index>(g.groups);
+  p.group_in_depth = static_cast<Index>(g.group_in_depth());
+  p.group_out_depth = static_cast<Index>(g.group_out_depth());
   p.phased = g.stride_rows * g.stride_cols <= kMaxPhases;
   p.phase_rows = p.phased ? p.stride_rows : 1;
   p.phase_cols = p.phased ? p.stride_cols : 1;
@@ -141,32 +164,39 @@ __device__ __forceinline__ void ForEachPhaseTap(const Conv2DParams<Index>& p, co
   }
 }
 
-// fn(ph, m0, n0) for this block's tiles of an input gradient: (phase, tile of kM
-// pixels of the phase, tile of kN input channels) in grid-stride order, pixel tiles
-// past the phase's pixels skipped (uniformly over the block).
-template <int kM, int kN, typename Index, typename Fn>
+// fn(ph, m0, group, n0) for this block's tiles of an input gradient: (phase, tile
+// of kM pixels of the phase, group, tile of kN of the group's input channels, n0
+// counted from the group's first) in grid-stride order, pixel tiles past the phase's
+// pixels skipped (uniformly over the block). `n_tiles` is per group; grid y runs
+// over groups * n_tiles. !kGrouped (groups == 1): the group is the constant 0.
+template <bool kGrouped, int kM, int kN, typename Index, typename Fn>
 __device__ __forceinline__ void ForEachInputTile(const Conv2DParams<Index>& p, Index phases, Index m_tiles,
                                                  Index n_tiles, Fn fn) {
+  const Index group_tiles = kGrouped ? n_tiles * p.groups : n_tiles;
   for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
     const Phase<Index> ph = PhaseOf(p, phase);
-    for (Index tile_n = blockIdx.y; tile_n < n_tiles; tile_n += gridDim.y) {
+    for (Index tile = blockIdx.y; tile < group_tiles; tile += gridDim.y) {
+      const Index group = kGrouped ? tile / n_tiles : Index(0), tile_n = tile - group * n_tiles;
       for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
         const Index m0 = tile_m * kM;
         if (m0 >= ph.pixels) break;
-        fn(ph, m0, static_cast<Index>(tile_n * kN));
+        fn(ph, m0, group, static_cast<Index>(tile_n * kN));
       }
     }
   }
 }
 
-// fn(tap, split, dh, dw, p_begin, p_end, m0, n0) for this block's tiles of a filter
-// gradient: (tap, split of the pixels [p_begin, p_end), tile of kM input channels,
-// tile of kN output channels) in grid-stride order; (dh, dw) is the tap's offset
-// from an output pixel's position to the input pixel it reads.
-template <int kM, int kN, typename Index, typename Fn>
+// fn(tap, split, dh, dw, p_begin, p_end, group, m0, n0) for this block's tiles of a
+// filter gradient: (tap, split of the pixels [p_begin, p_end), tile of kM of the
+// group's input channels, group, tile of kN of its output channels; m0 and n0
+// counted from the group's first) in grid-stride order; (dh, dw) is the tap's
+// offset from an output pixel's position to the input pixel it reads. `m_tiles` and
+// `n_tiles` are per group; grid x runs over groups * n_tiles. !kGrouped: group 0.
+template <bool kGrouped, int kM, int kN, typename Index, typename Fn>
 __device__ __forceinline__ void ForEachFilterTile(const Conv2DParams<Index>& p, Index taps, Index splits,
                                                   Index m_tiles, Index n_tiles, Fn fn) {
   const Index pixels = p.batch * p.out_rows * p.out_cols;
+  const Index group_tiles = kGrouped ? n_tiles * p.groups : n_tiles;
   for (Index z = blockIdx.z; z < taps * splits; z += gridDim.z) {
     const Index tap = z % taps, split = z / taps;
     const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
@@ -174,12 +204,22 @@ __device__ __forceinline__ void ForEachFilterTile(const Conv2DParams<Index>& p, 
     const Index p_begin = split * p.pixels_per_split;
     const Index p_end = Min<Index>(pixels, p_begin + p.pixels_per_split);
     for (Index tile_m = blockIdx.y; tile_m < m_tiles; tile_m += gridDim.y) {
-      for (Index tile_n = blockIdx.x; tile_n < n_tiles; tile_n += gridDim.x) {
-        fn(tap, split, dh, dw, p_begin, p_end, static_cast<Index>(tile_m * kM),
+      for (Index tile = blockIdx.x; tile < group_tiles; tile += gridDim.x) {
+        const Index group = kGrouped ? tile / n_tiles : Index(0), tile_n = tile - group * n_tiles;
+        fn(tap, split, dh, dw, p_begin, p_end, group, static_cast<Index>(tile_m * kM),
            static_cast<Index>(tile_n * kN));
       }
     }
   }
+}
+
+// The emulator's check of a vector access this file makes without LoadAcc/StoreAcc
+// (which check their own): a group offset breaking alignment shows up there.
+template <typename T, int V>
+__device__ __forceinline__ void CheckVector(const T* p) {
+#ifdef TCB_CUDA_EMULATION
+  tcb_emulator::CheckAligned(p, sizeof(Pack<T, V>));
+#endif
 }
 
 // Loads 4 consecutive elements [k, k + 4) of a row of `limit` elements as Acc,
@@ -223,6 +263,7 @@ __device__ __forceinline__ void StoreQuad(Out* row, Index c, Index limit, const 
   if (kVec) {
     if (c < limit) {
       if constexpr (std::is_same_v<Out, A>) {
+        CheckVector<A, 4>(row + c);
         *reinterpret_cast<Pack<A, 4>*>(row + c) = Pack<A, 4>{{v[0], v[1], v[2], v[3]}};
       } else {
         StoreAcc<4>(row + c, v);
@@ -244,7 +285,9 @@ __device__ __forceinline__ void StoreQuad(Out* row, Index c, Index limit, const 
 
 // ---- input gradient ------------------------------------------------------------
 
-template <typename T, typename Index, bool kVec>
+// kGrouped: whether groups > 1 (grouped instances hold the group's channel offsets
+// in registers; dense ones compile to exactly the ungrouped kernel).
+template <typename T, typename Index, bool kVec, bool kGrouped>
 __global__ void __launch_bounds__(kThreads)
     Conv2DBackpropInputKernel(Conv2DParams<Index> p, const T* __restrict__ filter, const T* __restrict__ dy,
                               T* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases) {
@@ -256,17 +299,22 @@ __global__ void __launch_bounds__(kThreads)
   // Loader roles: row (pixel / input channel) and 4-deep reduction offset.
   const int load_row = tid % 64, load_k = (tid / 64) * 4;
   const Index cin = p.in_depth, cout = p.out_depth;
+  const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
 
-  ForEachInputTile<kTileM, kTileN>(p, phases, m_tiles, n_tiles, [&](const Phase<Index>& ph, Index m0, Index n0) {
-
+  ForEachInputTile<kGrouped, kTileM, kTileN>(p, phases, m_tiles, n_tiles,
+                                   [&](const Phase<Index>& ph, Index m0, Index group, Index n0) {
     // This thread's A row: one input pixel of the phase.
     const Index m = m0 + load_row;
     const bool row_ok = m < ph.pixels;
     Index img = 0, ra = 0, cb = 0;
     if (row_ok) Locate(ph, m, &img, &ra, &cb);
-    // This thread's B row: one input channel.
+    // This thread's B row: one input channel of the group.
     const Index ci_load = n0 + load_row;
-    const bool ci_ok = ci_load < cin;
+    const bool ci_ok = ci_load < gcin;
+    // The group's first output channel, of dy and of the filter's columns. An index,
+    // not offset pointers: those would hold two more 64-bit registers through the
+    // reduction (the kernel parameters take none) and made grouped instances spill.
+    const Index co0 = kGrouped ? group * gcout : Index(0);
 
     A acc[4][4];
 #pragma unroll
@@ -275,12 +323,12 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 4; ++j) acc[i][j] = A(0);
 
     ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
-      const T* dy_row = dy + dy_pixel * cout;
-      const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
-      for (Index k0 = 0; k0 < cout; k0 += kTileK) {
+      const T* dy_row = dy + (dy_pixel * cout + co0);
+      const T* w_row = filter + (((kh * p.filter_cols + kw) * gcin + (ci_ok ? ci_load : Index(0))) * cout + co0);
+      for (Index k0 = 0; k0 < gcout; k0 += kTileK) {
         A va[4], vb[4];
-        LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, va);
-        LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, vb);
+        LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), gcout, va);
+        LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), gcout, vb);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           as[load_k + i][load_row] = va[i];
@@ -297,8 +345,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < 4; ++i) {
       const Index mm = m0 + ty * 4 + i;
       if (mm >= ph.pixels) break;
-      T* out = dx + DxOffset(p, ph, mm, cin);
-      StoreQuad<kVec>(out, static_cast<Index>(n0 + tx * 4), cin, acc[i]);
+      T* out = dx + (DxOffset(p, ph, mm, cin) + (kGrouped ? group * gcin : Index(0)));
+      StoreQuad<kVec>(out, static_cast<Index>(n0 + tx * 4), gcin, acc[i]);
     }
   });
 }
@@ -306,7 +354,7 @@ __global__ void __launch_bounds__(kThreads)
 // ---- filter gradient -----------------------------------------------------------
 
 // Out is T when the plan has one split (final values), Acc<T> for partial sums.
-template <typename T, typename Out, typename Index, bool kVec>
+template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
 __global__ void __launch_bounds__(kThreads)
     Conv2DBackpropFilterKernel(Conv2DParams<Index> p, const T* __restrict__ x, const T* __restrict__ dy,
                                Out* __restrict__ out, Index m_tiles, Index n_tiles, Index taps, Index splits) {
@@ -318,11 +366,14 @@ __global__ void __launch_bounds__(kThreads)
   // Loader roles: 4 consecutive channels of one pixel.
   const int load_c = (tid % 16) * 4, load_k = tid / 16;
   const Index cin = p.in_depth, cout = p.out_depth;
-  const Index filter_elements = taps * cin * cout;
+  const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
+  const Index filter_elements = taps * gcin * cout;
 
-  ForEachFilterTile<kTileM, kTileN>(p, taps, splits, m_tiles, n_tiles,
+  ForEachFilterTile<kGrouped, kTileM, kTileN>(p, taps, splits, m_tiles, n_tiles,
                              [&](Index tap, Index split, Index dh, Index dw, Index p_begin,
-                                 Index p_end, Index m0, Index n0) {
+                                 Index p_end, Index group, Index m0, Index n0) {
+    // The group's first channels of x and dy (indices: see the input gradient).
+    const Index ci0 = kGrouped ? group * gcin : Index(0), co0 = kGrouped ? group * gcout : Index(0);
     A acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -341,11 +392,11 @@ __global__ void __launch_bounds__(kThreads)
       }
       const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
       const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
-      const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
-      const T* dy_row = dy + (ok ? pix * cout : Index(0));
+      const T* x_row = x + ((x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0)) + ci0);
+      const T* dy_row = dy + ((ok ? pix * cout : Index(0)) + co0);
       A va[4], vb[4];
-      LoadQuad<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, va);
-      LoadQuad<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, vb);
+      LoadQuad<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), gcin, va);
+      LoadQuad<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), gcout, vb);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         as[load_k][load_c + i] = va[i];
@@ -356,11 +407,12 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
 
-    Out* base = out + split * filter_elements + tap * cin * cout;
+    // dW[tap][ci][group * Og + co]: the group's columns of its Cg filter rows.
+    Out* base = out + split * filter_elements + tap * gcin * cout + co0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const Index ci = m0 + ty * 4 + i;
-      if (ci < cin) StoreQuad<kVec>(base + ci * cout, static_cast<Index>(n0 + tx * 4), cout, acc[i]);
+      if (ci < gcin) StoreQuad<kVec>(base + ci * cout, static_cast<Index>(n0 + tx * 4), gcout, acc[i]);
     }
   });
 }
@@ -386,6 +438,7 @@ __device__ __forceinline__ void Copy16(const T* row, bool ok, Index k, Index lim
     for (int h = 0; h < 2; ++h) {
       Pack<T, 8> v;
       if (ok && k + 8 * h < limit) {
+        CheckVector<T, 8>(row + k + 8 * h);
         v = *reinterpret_cast<const Pack<T, 8>*>(row + k + 8 * h);
       } else {
 #pragma unroll
@@ -414,13 +467,20 @@ __device__ __forceinline__ void StageAccumulators(float* cs, int wm, int wn,
 template <bool kVec, typename Out, typename Index>
 __device__ __forceinline__ void StoreRow32(Out* out, const float* staged, Index c0, Index limit) {
   if (kVec) {  // limit % 8 == 0 and out 16-byte aligned
+    // 16-byte stores: 8 elements of T, or 4 float partial sums twice (a Pack<float, 8>
+    // would ask for the 32-byte alignment the host never checked).
+    constexpr int kV = 16 / sizeof(Out);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       if (c0 + 8 * q < limit) {
-        Pack<Out, 8> v;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v.v[i] = FromAcc<Out>(staged[8 * q + i]);
-        *reinterpret_cast<Pack<Out, 8>*>(out + c0 + 8 * q) = v;
+        for (int h = 0; h < 8; h += kV) {
+          Pack<Out, kV> v;
+#pragma unroll
+          for (int i = 0; i < kV; ++i) v.v[i] = FromAcc<Out>(staged[8 * q + h + i]);
+          CheckVector<Out, kV>(out + c0 + 8 * q + h);
+          *reinterpret_cast<Pack<Out, kV>*>(out + c0 + 8 * q + h) = v;
+        }
       }
     }
   } else {
@@ -430,7 +490,7 @@ __device__ __forceinline__ void StoreRow32(Out* out, const float* staged, Index 
   }
 }
 
-template <typename T, typename Index, bool kVec>
+template <typename T, typename Index, bool kVec, bool kGrouped>
 __global__ void __launch_bounds__(kTcThreads)
     Conv2DBackpropInputTcKernel(Conv2DParams<Index> p, const T* __restrict__ filter, const T* __restrict__ dy,
                                 T* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases) {
@@ -441,14 +501,17 @@ __global__ void __launch_bounds__(kTcThreads)
   const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
   const int load_row = tid / 2, load_k = (tid % 2) * 16;
   const Index cin = p.in_depth, cout = p.out_depth;
+  const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
 
-  ForEachInputTile<kTcM, kTcN>(p, phases, m_tiles, n_tiles, [&](const Phase<Index>& ph, Index m0, Index n0) {
+  ForEachInputTile<kGrouped, kTcM, kTcN>(p, phases, m_tiles, n_tiles,
+                               [&](const Phase<Index>& ph, Index m0, Index group, Index n0) {
     const Index m = m0 + load_row;
     const bool row_ok = m < ph.pixels;
     Index img = 0, ra = 0, cb = 0;
     if (row_ok) Locate(ph, m, &img, &ra, &cb);
     const Index ci_load = n0 + load_row;
-    const bool ci_ok = ci_load < cin;
+    const bool ci_ok = ci_load < gcin;
+    const Index co0 = kGrouped ? group * gcout : Index(0);  // see Conv2DBackpropInputKernel
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
@@ -457,11 +520,11 @@ __global__ void __launch_bounds__(kTcThreads)
       for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
     ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
-      const T* dy_row = dy + dy_pixel * cout;
-      const T* w_row = filter + ((kh * p.filter_cols + kw) * cin + (ci_ok ? ci_load : Index(0))) * cout;
-      for (Index k0 = 0; k0 < cout; k0 += kTcK) {
-        Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), cout, as + load_row * kTcLdK + load_k);
-        Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), cout, bs + load_row * kTcLdK + load_k);
+      const T* dy_row = dy + (dy_pixel * cout + co0);
+      const T* w_row = filter + (((kh * p.filter_cols + kw) * gcin + (ci_ok ? ci_load : Index(0))) * cout + co0);
+      for (Index k0 = 0; k0 < gcout; k0 += kTcK) {
+        Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), gcout, as + load_row * kTcLdK + load_k);
+        Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), gcout, bs + load_row * kTcLdK + load_k);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < kTcK; kk += 16) {
@@ -485,15 +548,15 @@ __global__ void __launch_bounds__(kTcThreads)
     // Thread: row tid / 2 of the tile, 32 channels from (tid % 2) * 32.
     const Index mm = m0 + tid / 2;
     if (mm < ph.pixels) {
-      T* out = dx + DxOffset(p, ph, mm, cin);
+      T* out = dx + (DxOffset(p, ph, mm, cin) + (kGrouped ? group * gcin : Index(0)));
       StoreRow32<kVec>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
-                       cin);
+                       gcin);
     }
     __syncthreads();  // cs is rewritten by the next tile
   });
 }
 
-template <typename T, typename Out, typename Index, bool kVec>
+template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
 __global__ void __launch_bounds__(kTcThreads)
     Conv2DBackpropFilterTcKernel(Conv2DParams<Index> p, const T* __restrict__ x, const T* __restrict__ dy,
                                  Out* __restrict__ out, Index m_tiles, Index n_tiles, Index taps, Index splits) {
@@ -504,11 +567,13 @@ __global__ void __launch_bounds__(kTcThreads)
   const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
   const int load_k = tid / 4, load_c = (tid % 4) * 16;  // pixel of the step, 16 channels
   const Index cin = p.in_depth, cout = p.out_depth;
-  const Index filter_elements = taps * cin * cout;
+  const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
+  const Index filter_elements = taps * gcin * cout;
 
-  ForEachFilterTile<kTcM, kTcN>(p, taps, splits, m_tiles, n_tiles,
+  ForEachFilterTile<kGrouped, kTcM, kTcN>(p, taps, splits, m_tiles, n_tiles,
                              [&](Index tap, Index split, Index dh, Index dw, Index p_begin,
-                                 Index p_end, Index m0, Index n0) {
+                                 Index p_end, Index group, Index m0, Index n0) {
+    const Index ci0 = kGrouped ? group * gcin : Index(0), co0 = kGrouped ? group * gcout : Index(0);
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -527,10 +592,10 @@ __global__ void __launch_bounds__(kTcThreads)
       }
       const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
       const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
-      const T* x_row = x + (x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0));
-      const T* dy_row = dy + (ok ? pix * cout : Index(0));
-      Copy16<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), cin, as + load_k * kTcLdMN + load_c);
-      Copy16<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), cout, bs + load_k * kTcLdMN + load_c);
+      const T* x_row = x + ((x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0)) + ci0);
+      const T* dy_row = dy + ((ok ? pix * cout : Index(0)) + co0);
+      Copy16<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), gcin, as + load_k * kTcLdMN + load_c);
+      Copy16<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), gcout, bs + load_k * kTcLdMN + load_c);
       __syncthreads();
 #pragma unroll
       for (int kk = 0; kk < kTcK; kk += 16) {
@@ -551,25 +616,69 @@ __global__ void __launch_bounds__(kTcThreads)
     StageAccumulators(cs, wm, wn, acc);
     __syncthreads();
     const Index ci = m0 + tid / 2;
-    if (ci < cin) {
-      Out* row = out + split * filter_elements + (tap * cin + ci) * cout;
+    if (ci < gcin) {
+      Out* row = out + split * filter_elements + (tap * gcin + ci) * cout + co0;
       StoreRow32<kVec>(row, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
-                       cout);
+                       gcout);
     }
     __syncthreads();
   });
 }
 
+// Whether every row a kernel reads or writes, at every group's offset, starts on a
+// multiple of `v` elements and spans whole vectors: the rows' strides (Cin, Cout),
+// the groups' first channels and extents (multiples of Cg, Og) all multiples of v.
+bool ChannelsVec(const ConvGeometry& g, int64_t v) {
+  return g.in_depth % v == 0 && g.out_depth % v == 0 && g.group_in_depth() % v == 0 &&
+         g.group_out_depth() % v == 0;
+}
+
 template <typename T>
 bool VecOk(const ConvGeometry& g, const void* a, const void* b, const void* c) {
-  return g.in_depth % 4 == 0 && g.out_depth % 4 == 0 && AlignedFor<T>(a, 4) && AlignedFor<T>(b, 4) &&
-         AlignedFor<T>(c, 4);
+  return ChannelsVec(g, 4) && AlignedFor<T>(a, 4) && AlignedFor<T>(b, 4) && AlignedFor<T>(c, 4);
 }
 
 // The tensor-core kernels' vector condition: 8-element (16-byte) accesses.
 bool Vec8Ok(const ConvGeometry& g, const void* a, const void* b, const void* c) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return g.in_depth % 8 == 0 && g.out_depth % 8 == 0 && aligned(a) && aligned(b) && aligned(c);
+  return ChannelsVec(g, 8) && aligned(a) && aligned(b) && aligned(c);
+}
+
+// The kernel instance for (vec, grouped).
+template <typename T, typename Index>
+auto InputKernel(bool vec, bool grouped) {
+  if constexpr (kTensorCore<T>) {
+    if (vec) {
+      return grouped ? Conv2DBackpropInputTcKernel<T, Index, true, true>
+                     : Conv2DBackpropInputTcKernel<T, Index, true, false>;
+    }
+    return grouped ? Conv2DBackpropInputTcKernel<T, Index, false, true>
+                   : Conv2DBackpropInputTcKernel<T, Index, false, false>;
+  } else {
+    if (vec) {
+      return grouped ? Conv2DBackpropInputKernel<T, Index, true, true> : Conv2DBackpropInputKernel<T, Index, true, false>;
+    }
+    return grouped ? Conv2DBackpropInputKernel<T, Index, false, true> : Conv2DBackpropInputKernel<T, Index, false, false>;
+  }
+}
+
+template <typename T, typename Out, typename Index>
+auto FilterKernel(bool vec, bool grouped) {
+  if constexpr (kTensorCore<T>) {
+    if (vec) {
+      return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, true, true>
+                     : Conv2DBackpropFilterTcKernel<T, Out, Index, true, false>;
+    }
+    return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, false, true>
+                   : Conv2DBackpropFilterTcKernel<T, Out, Index, false, false>;
+  } else {
+    if (vec) {
+      return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, true, true>
+                     : Conv2DBackpropFilterKernel<T, Out, Index, true, false>;
+    }
+    return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, false, true>
+                   : Conv2DBackpropFilterKernel<T, Out, Index, false, false>;
+  }
 }
 
 }  // namespace
@@ -578,7 +687,8 @@ SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes) {
   SplitPlan plan;
   const int64_t pixels = g.batch * g.out_rows * g.out_cols;
   const int64_t taps = g.filter_rows * g.filter_cols;
-  const int64_t tiles = taps * CeilDiv(g.in_depth, kTileM) * CeilDiv(g.out_depth, kTileN);
+  const int64_t tiles =
+      taps * g.groups * CeilDiv(g.group_in_depth(), kTileM) * CeilDiv(g.group_out_depth(), kTileN);
   int64_t splits = std::max<int64_t>(1, std::min(CeilDiv(kTargetBlocks, tiles), CeilDiv(pixels, kMinPixelsPerSplit)));
   const int64_t max_by_scratch = std::max<int64_t>(1, kMaxScratchBytes / (g.filter_elements * acc_bytes));
   splits = std::min(splits, max_by_scratch);
@@ -596,19 +706,18 @@ Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const
   // Tiles of the largest phase; blocks past a smaller phase's end return at once.
   const int64_t max_pixels =
       g.batch * CeilDiv(g.in_rows, static_cast<int64_t>(p.phase_rows)) * CeilDiv(g.in_cols, static_cast<int64_t>(p.phase_cols));
-  const int64_t m_tiles = CeilDiv(max_pixels, kTileM), n_tiles = CeilDiv(g.in_depth, kTileN);
-  const dim3 grid(GridDim(m_tiles, kMaxGridX), GridDim(n_tiles, kMaxGridYZ), GridDim(phases, kMaxGridYZ));
+  // Channel tiles per group; the groups' tiles side by side in grid y.
+  const int64_t m_tiles = CeilDiv(max_pixels, kTileM), n_tiles = CeilDiv(g.group_in_depth(), kTileN);
+  const dim3 grid(GridDim(m_tiles, kMaxGridX), GridDim(n_tiles * g.groups, kMaxGridYZ),
+                  GridDim(phases, kMaxGridYZ));
   const Index mt = static_cast<Index>(m_tiles), nt = static_cast<Index>(n_tiles), ph = static_cast<Index>(phases);
   static_assert(kTcM == kTileM && kTcN == kTileN, "the tile grid is shared by both kernel families");
+  const bool grouped = g.groups > 1;
   if constexpr (kTensorCore<T>) {
-    const bool vec = Vec8Ok(g, filter, dy, dx);
-    return Launch("Conv2DBackpropInputTcKernel",
-                  vec ? Conv2DBackpropInputTcKernel<T, Index, true> : Conv2DBackpropInputTcKernel<T, Index, false>,
-                  grid, dim3(kTcThreads), stream, p, filter, dy, dx, mt, nt, ph);
+    return Launch("Conv2DBackpropInputTcKernel", InputKernel<T, Index>(Vec8Ok(g, filter, dy, dx), grouped), grid,
+                  dim3(kTcThreads), stream, p, filter, dy, dx, mt, nt, ph);
   } else {
-    const bool vec = VecOk<T>(g, filter, dy, dx);
-    return Launch("Conv2DBackpropInputKernel",
-                  vec ? Conv2DBackpropInputKernel<T, Index, true> : Conv2DBackpropInputKernel<T, Index, false>, grid,
+    return Launch("Conv2DBackpropInputKernel", InputKernel<T, Index>(VecOk<T>(g, filter, dy, dx), grouped), grid,
                   dim3(kThreads), stream, p, filter, dy, dx, mt, nt, ph);
   }
 }
@@ -619,35 +728,32 @@ Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, cons
   Conv2DParams<Index> p = MakeParams<Index>(g);
   p.pixels_per_split = static_cast<Index>(plan.pixels_per_split);
   const int64_t taps = g.filter_rows * g.filter_cols;
-  const int64_t m_tiles = CeilDiv(g.in_depth, kTileM), n_tiles = CeilDiv(g.out_depth, kTileN);
-  const dim3 grid(GridDim(n_tiles, kMaxGridX), GridDim(m_tiles, kMaxGridYZ), GridDim(taps * plan.splits, kMaxGridYZ));
+  // Tiles per group; the groups' output-channel tiles side by side in grid x.
+  const int64_t m_tiles = CeilDiv(g.group_in_depth(), kTileM), n_tiles = CeilDiv(g.group_out_depth(), kTileN);
+  const dim3 grid(GridDim(n_tiles * g.groups, kMaxGridX), GridDim(m_tiles, kMaxGridYZ),
+                  GridDim(taps * plan.splits, kMaxGridYZ));
   const Index mt = static_cast<Index>(m_tiles), nt = static_cast<Index>(n_tiles), tp = static_cast<Index>(taps);
   const Index sp = static_cast<Index>(plan.splits);
   // One split: final values straight into dw; else partial sums into scratch, then SumSplits.
   Acc<T>* partial = static_cast<Acc<T>*>(scratch);
+  const bool grouped = g.groups > 1;
   Status s;
   if constexpr (kTensorCore<T>) {
     const bool vec = Vec8Ok(g, x, dy, dw) && reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
     if (plan.splits == 1) {
-      return Launch("Conv2DBackpropFilterTcKernel",
-                    vec ? Conv2DBackpropFilterTcKernel<T, T, Index, true> : Conv2DBackpropFilterTcKernel<T, T, Index, false>,
-                    grid, dim3(kTcThreads), stream, p, x, dy, dw, mt, nt, tp, sp);
+      return Launch("Conv2DBackpropFilterTcKernel", FilterKernel<T, T, Index>(vec, grouped), grid, dim3(kTcThreads),
+                    stream, p, x, dy, dw, mt, nt, tp, sp);
     }
-    s = Launch("Conv2DBackpropFilterTcKernel",
-               vec ? Conv2DBackpropFilterTcKernel<T, Acc<T>, Index, true>
-                   : Conv2DBackpropFilterTcKernel<T, Acc<T>, Index, false>,
-               grid, dim3(kTcThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
+    s = Launch("Conv2DBackpropFilterTcKernel", FilterKernel<T, Acc<T>, Index>(vec, grouped), grid, dim3(kTcThreads),
+               stream, p, x, dy, partial, mt, nt, tp, sp);
   } else {
     const bool vec = VecOk<T>(g, x, dy, dw) && AlignedFor<Acc<T>>(scratch, 4);
     if (plan.splits == 1) {
-      return Launch("Conv2DBackpropFilterKernel",
-                    vec ? Conv2DBackpropFilterKernel<T, T, Index, true> : Conv2DBackpropFilterKernel<T, T, Index, false>,
-                    grid, dim3(kThreads), stream, p, x, dy, dw, mt, nt, tp, sp);
+      return Launch("Conv2DBackpropFilterKernel", FilterKernel<T, T, Index>(vec, grouped), grid, dim3(kThreads),
+                    stream, p, x, dy, dw, mt, nt, tp, sp);
     }
-    s = Launch("Conv2DBackpropFilterKernel",
-               vec ? Conv2DBackpropFilterKernel<T, Acc<T>, Index, true>
-                   : Conv2DBackpropFilterKernel<T, Acc<T>, Index, false>,
-               grid, dim3(kThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
+    s = Launch("Conv2DBackpropFilterKernel", FilterKernel<T, Acc<T>, Index>(vec, grouped), grid, dim3(kThreads),
+               stream, p, x, dy, partial, mt, nt, tp, sp);
   }
   if (!s.ok()) return s;
   return SumSplits<T, Index>(stream, partial, plan.splits, g.filter_elements, dw);

@@ -3,7 +3,9 @@
 // (cudaMemsetAsync, no launch), picks the 32-bit index kernels where every index fits
 // (CudaIndexFitsInt32) and the 64-bit ones otherwise, moves NCHW tensors to NHWC
 // scratch and back (tiled transposes), and carves the one scratch allocation. The
-// kernels in cuda/kernels.h then only see non-empty NHWC tensors.
+// kernels in cuda/kernels.h then only see non-empty NHWC tensors. Grouped conv2d
+// needs nothing more here: a group is a range of the channel dimension, which the
+// transposes move as a whole, and the filter is HWIO in both layouts.
 #include <algorithm>
 #include <type_traits>
 
@@ -169,6 +171,12 @@ Status Run(OpKind op, const CudaContext& ctx, const ConvGeometry& g, const T* da
     return ZeroFill(out, out_elements * static_cast<int64_t>(sizeof(T)), stream);
   }
   if (IsDepthwise(op) != g.depthwise) return Internal(std::string(OpName(op)) + ": geometry of the wrong op");
+  // The conv2d kernels index every group's channels from these; a geometry that
+  // broke them would read and write out of bounds rather than fail.
+  if (g.groups < 1 || (g.depthwise && g.groups != 1) || g.in_depth % g.groups != 0 ||
+      g.out_depth % g.groups != 0) {
+    return Internal(std::string(OpName(op)) + ": inconsistent groups (" + std::to_string(g.groups) + ")");
+  }
   if (std::is_same_v<T, int32_t> && op != OpKind::kConv2DBackpropInput) {
     // TF takes int32 in Conv2DBackpropInput alone; the binding registers no other.
     return Internal(std::string(OpName(op)) + ": the CUDA engine has no int32 kernel for this op");

@@ -16,8 +16,9 @@ namespace cuda {
 
 // How a filter gradient splits its reduction over output pixels: `splits` ranges of
 // `pixels_per_split` pixels each, every split writes its partial sums (accumulation
-// type) to scratch, and a second kernel adds the splits in order. Deterministic for
-// a geometry: the plan depends on nothing else (not on the device).
+// type) to scratch, a whole filter (filter_elements, grouped or not) per split, and a
+// second kernel adds the splits in order. Deterministic for a geometry: the plan
+// depends on nothing else (not on the device).
 struct SplitPlan {
   int64_t splits = 1;
   int64_t pixels_per_split = 0;
@@ -63,11 +64,13 @@ struct WindowParams {
 SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 
-// dx[N,H,W,Cin] from filter[KH,KW,Cin,Cout] and dy[N,OH,OW,Cout].
+// dx[N,H,W,Cin] from filter[KH,KW,Cin/G,Cout] and dy[N,OH,OW,Cout], G = g.groups
+// (1: dense): group k's input channels [k, k + 1) * Cin/G see only its output
+// channels [k, k + 1) * Cout/G. One launch covers every group.
 template <typename T, typename Index>
 Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy,
                                T* dx);
-// dW[KH,KW,Cin,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout].
+// dW[KH,KW,Cin/G,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout], grouped as above.
 template <typename T, typename Index>
 Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan,
                                 const T* x, const T* dy, T* dw, void* scratch);

@@ -122,11 +122,23 @@ xla::XlaOp LowerGradient(OpKind op, const ConvGeometry& g, xla::XlaOp data, xla:
   xla::XlaOp result;
   if (ComputesInputGrad(op)) {
     // dy [format] * reversed filter [H, W, in, out] (features swapped) -> dx [format].
-    result = xla::ConvGeneralDilated(dy, xla::Rev(data, {0, 1}), /*window_strides=*/{1, 1},
+    // Grouped: the kernel's input features must be one group's dy channels, so the
+    // filter [H, W, Cg, G * Og] becomes [H, W, Og, G * Cg] (output feature g * Cg + ci).
+    xla::XlaOp filter = data;
+    KernelRoles roles{3, 2, 0, 1};
+    int64_t feature_groups = g.depthwise ? g.in_depth : 1;
+    if (g.groups > 1) {
+      const int64_t cg = g.group_in_depth(), og = g.group_out_depth();
+      filter = xla::Reshape(filter, {g.filter_rows, g.filter_cols, cg, g.groups, og});
+      filter = xla::Transpose(filter, {0, 1, 4, 3, 2});
+      filter = xla::Reshape(filter, {g.filter_rows, g.filter_cols, og, g.in_depth});
+      roles = KernelRoles{2, 3, 0, 1};
+      feature_groups = g.groups;
+    }
+    result = xla::ConvGeneralDilated(dy, xla::Rev(filter, {0, 1}), /*window_strides=*/{1, 1},
                                      InputGradPadding(g), /*lhs_dilation=*/{g.stride_rows, g.stride_cols},
                                      /*rhs_dilation=*/{g.dilation_rows, g.dilation_cols},
-                                     Numbers(format, KernelRoles{3, 2, 0, 1}, format),
-                                     /*feature_group_count=*/g.depthwise ? g.in_depth : 1,
+                                     Numbers(format, roles, format), feature_groups,
                                      /*batch_group_count=*/1, &precision, accumulate);
   } else {
     // x [format] with batch and depth swapped * dy as the kernel -> dw [H, W, in, out].
@@ -136,7 +148,8 @@ xla::XlaOp LowerGradient(OpKind op, const ConvGeometry& g, xla::XlaOp data, xla:
                                      Numbers(Roles{d.depth, d.batch, d.rows, d.cols},
                                              KernelRoles{d.batch, d.depth, d.rows, d.cols}, Roles{2, 3, 0, 1}),
                                      /*feature_group_count=*/1,
-                                     /*batch_group_count=*/g.depthwise ? g.in_depth : 1, &precision, accumulate);
+                                     /*batch_group_count=*/g.depthwise ? g.in_depth : g.groups, &precision,
+                                     accumulate);
     // Depthwise: [H, W, 1, C*M] holds channel c's multiplier m at c*M + m.
     if (g.depthwise) result = xla::Reshape(result, {g.filter_rows, g.filter_cols, g.in_depth, g.depth_multiplier});
   }

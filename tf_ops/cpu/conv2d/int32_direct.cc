@@ -31,49 +31,37 @@ Strides StridesOf(DataFormat format, int64_t rows, int64_t cols, int64_t depth) 
   return {depth * rows * cols, cols, 1, rows * cols};
 }
 
-// The output position whose tap at `offset` (k * dilation) reads input position `in`,
-// or -1 when there is none.
-int64_t Source(int64_t in, int64_t pad, int64_t offset, int64_t stride, int64_t out) {
-  const int64_t t = in + pad - offset;
-  if (t < 0 || t % stride != 0 || t / stride >= out) return -1;
-  return t / stride;
-}
-
 }  // namespace
 
 template <typename T>
 bool Conv2DInputInt32Direct(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy, T* dx) {
   static_assert(std::is_same_v<T, int32_t>, "the int32 row");
   const int64_t cin = g.in_depth, cout = g.out_depth;
+  // Grouped: input channel ci meets the output channels of its group only.
+  const int64_t cg = g.group_in_depth(), og = g.group_out_depth();
   const Strides xs = StridesOf(g.data_format, g.in_rows, g.in_cols, cin);
   const Strides ys = StridesOf(g.data_format, g.out_rows, g.out_cols, cout);
   // Units are rows of one image; a row costs about its pixels' share of the taps.
   const int64_t taps_per_pixel =
       std::max<int64_t>(1, g.filter_rows * g.filter_cols / (g.stride_rows * g.stride_cols));
-  ctx.For(g.batch * g.in_rows, g.in_cols * taps_per_pixel * cin * cout, [&](int64_t begin, int64_t end) {
+  ctx.For(g.batch * g.in_rows, g.in_cols * taps_per_pixel * cin * og, [&](int64_t begin, int64_t end) {
     ScratchVector<uint32_t> acc(cin);
     for (int64_t u = begin; u < end; ++u) {
       const int64_t n = u / g.in_rows, ih = u % g.in_rows;
       for (int64_t iw = 0; iw < g.in_cols; ++iw) {
         std::fill(acc.begin(), acc.end(), 0u);
-        for (int64_t kh = 0; kh < g.filter_rows; ++kh) {
-          const int64_t oh = Source(ih, g.pad_top, kh * g.dilation_rows, g.stride_rows, g.out_rows);
-          if (oh < 0) continue;
-          for (int64_t kw = 0; kw < g.filter_cols; ++kw) {
-            const int64_t ow = Source(iw, g.pad_left, kw * g.dilation_cols, g.stride_cols, g.out_cols);
-            if (ow < 0) continue;
-            const T* y = dy + n * ys.image + oh * ys.row + ow * ys.col;
-            const T* w = filter + (kh * g.filter_cols + kw) * cin * cout;
-            for (int64_t ci = 0; ci < cin; ++ci) {
-              const T* w_row = w + ci * cout;
-              uint32_t sum = acc[ci];
-              for (int64_t co = 0; co < cout; ++co) {
-                sum += static_cast<uint32_t>(w_row[co]) * static_cast<uint32_t>(y[co * ys.channel]);
-              }
-              acc[ci] = sum;
+        ForEachTapReaching(g, ih, iw, [&](int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
+          const T* y = dy + n * ys.image + oh * ys.row + ow * ys.col;
+          const T* w = filter + (kh * g.filter_cols + kw) * cg * cout;
+          for (int64_t ci = 0; ci < cin; ++ci) {
+            const T* w_row = w + (ci % cg) * cout;
+            uint32_t sum = acc[ci];
+            for (int64_t co = ci / cg * og; co < (ci / cg + 1) * og; ++co) {
+              sum += static_cast<uint32_t>(w_row[co]) * static_cast<uint32_t>(y[co * ys.channel]);
             }
+            acc[ci] = sum;
           }
-        }
+        });
         T* x = dx + n * xs.image + ih * xs.row + iw * xs.col;
         for (int64_t ci = 0; ci < cin; ++ci) x[ci * xs.channel] = static_cast<int32_t>(acc[ci]);
       }
