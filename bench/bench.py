@@ -28,7 +28,8 @@ PyTorch's CPU gradients (torch.ops.aten.convolution_backward, channels_last for 
 same thread count and ISA cap: ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA) from its own venv
 (`make bench ANCHORS=torch` installs torch==2.13.0 there), timed by a worker process
 (bench/torch_anchor.py) in the same alternating rounds; column torch/ours (> 1: ours is
-faster).
+faster). An `--isa` run also times TF's default kernels (Eigen where TF leaves oneDNN off)
+in a worker process of its own: column TFdef/ours.
 
 A config with a third field `xla` (e.g. float32:NHWC:xla) compiles both sides with XLA
 (tf.function(jit_compile=True)): TF/ours is then TF's XLA lowering against ours, and
@@ -78,7 +79,7 @@ from tf_conv_backprop._ops import BY_KEY, OPS, relative_error, within  # noqa: E
 
 from _timing import (COPIES, format_table, median_ratio, seconds,  # noqa: E402
                      time_alternating, timed_function)
-from shapes import LAYERS, Problem  # noqa: E402
+from shapes import BY_LABEL, LAYERS, Problem  # noqa: E402
 
 DEFAULT_CONFIGS = "float32:NHWC,float32:NCHW,float64:NHWC,bfloat16:NHWC,float32:NHWC:xla"
 BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
@@ -87,6 +88,8 @@ BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 TARGETS = {("conv2d", "float32", "NHWC"): (1.0, 0.8),
            ("depthwise", "float32", "NHWC"): (1.5, 1.0),
            ("conv2d", "bfloat16", "NHWC"): (0.8, None)}
+# Anchors timed in other processes, with their column headers.
+ANCHORS = {"torch": "torch/ours", "tf_default": "TFdef/ours"}
 # Grouped rows: TF's forward time / ours, every shape >= this.
 FORWARD_TARGET = 1.0
 # ours / ours-float32-NHWC <= bound.
@@ -137,13 +140,12 @@ def cpu_description():
     return f"{model} [{' '.join(f for f in wanted if f in flags)}]"
 
 
-class TorchAnchor:
-    """PyTorch's gradients, timed by bench/torch_anchor.py in the torch venv."""
+class Worker:
+    """An anchor timed in another process (bench/torch_anchor.py in the torch venv, or
+    this script with --tf-default-worker): one JSON request a line, the reply a line."""
 
-    def __init__(self, python):
-        env = dict(os.environ, TCB_ANCHOR_THREADS=str(os.cpu_count() or 1))
-        self.proc = subprocess.Popen([python, os.path.join(ROOT, "bench", "torch_anchor.py")],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    def __init__(self, cmd, env):
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      env=env)
         self.info = {}
 
@@ -152,14 +154,18 @@ class TorchAnchor:
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"the PyTorch worker exited ({self.proc.wait()})")
+            raise RuntimeError(f"the worker {self.proc.args} exited ({self.proc.wait()})")
         return json.loads(line)
 
     def timed(self, problem, copies):
-        """A run for time_alternating: the worker's own seconds per copy."""
-        self.info = self.ask({"layer": problem.layer.label, "op": problem.spec.key,
-                              "dtype": problem.dtype, "layout": problem.data_format,
-                              "batch": problem.batch, "copies": copies})
+        """A run for time_alternating (the worker's own seconds per copy), or None where
+        the anchor cannot run the problem."""
+        reply = self.ask({"layer": problem.layer.label, "op": problem.spec.key,
+                          "dtype": problem.dtype, "layout": problem.data_format,
+                          "batch": problem.batch, "copies": copies})
+        if "error" in reply:
+            return None
+        self.info = reply
 
         def run():
             return self.ask({"time": True})["seconds"]
@@ -172,6 +178,44 @@ class TorchAnchor:
             self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
             self.proc.stdin.close()
             self.proc.wait()
+
+
+def torch_anchor(python):
+    env = dict(os.environ, TCB_ANCHOR_THREADS=str(os.cpu_count() or 1))
+    return Worker([python, os.path.join(ROOT, "bench", "torch_anchor.py")], env)
+
+
+# The variables --isa sets for TF; the TF-default worker runs without them.
+TF_ISA_VARIABLES = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")
+
+
+def tf_default_anchor():
+    """TF's built-in with TF's default kernels (Eigen where TF leaves oneDNN off), next
+    to an --isa run's TF-oneDNN column."""
+    env = {k: v for k, v in os.environ.items() if k not in TF_ISA_VARIABLES}
+    return Worker([sys.executable, os.path.abspath(__file__), "--tf-default-worker"], env)
+
+
+def tf_default_worker():
+    """The worker side of tf_default_anchor."""
+    run = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("quit"):
+            break
+        if "layer" in request:
+            problem = Problem(BY_LABEL[request["layer"]], BY_KEY[request["op"]], request["dtype"],
+                              request["layout"], request["batch"])
+            run = timed_function(problem.spec.tf_reference, problem, np.random.default_rng(0),
+                                 request["copies"])
+            try:
+                run()
+                reply = {"ready": True, "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default")}
+            except (tf.errors.OpError, ValueError, TypeError) as e:
+                reply = {"error": type(e).__name__}
+        else:
+            reply = {"seconds": seconds(run)}
+        print(json.dumps(reply), flush=True)
 
 
 def median_seconds(fn, repeats=7):
@@ -272,7 +316,7 @@ def forward_function(problem, copies, jit_compile):
     return run
 
 
-def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=False, torch=None):
+def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=False, anchors=None):
     problem = Problem(layer, spec, dtype, layout, batch)
     primary = (dtype, layout) == ("float32", "NHWC") and not xla
     ours_fn, tf_fn = getattr(tcb.compat.v1.nn, spec.names[0]), spec.tf_reference
@@ -302,9 +346,11 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
     if out_tf is not None:
         runs.append(build(tf_fn, problem, copies))
         names.append("tf")
-    if torch is not None and not xla:
-        runs.append(torch.timed(problem, copies))
-        names.append("torch")
+    for name, anchor in (anchors or {}).items():
+        run = None if xla else anchor.timed(problem, copies)
+        if run is not None:
+            runs.append(run)
+            names.append(name)
     if layer.groups > 1:
         forward = forward_function(problem, copies, xla)
         if try_call(forward)[0] is not None:
@@ -340,9 +386,9 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
                                if "ours_no_xla" in times else None),
            "ours_no_xla_ms": ms.get("ours_no_xla"),
            "tf_forward_ms": ms.get("tf_forward"),
-           "torch_ms": ms.get("torch"),
-           "torch_over_ours": (median_ratio(times["torch"], times["ours"])
-                               if "torch" in times else None),
+           **{f"{name}_ms": ms.get(name) for name in ANCHORS},
+           **{f"{name}_over_ours": (median_ratio(times[name], times["ours"]) if name in times
+                                    else None) for name in ANCHORS},
            "forward_over_ours": (median_ratio(times["tf_forward"], times["ours"])
                                  if "tf_forward" in times else None),
            "peak_scratch_bytes": peak_scratch, "output_bytes": output_bytes(problem),
@@ -369,23 +415,24 @@ def fmt(x, spec):
 def print_rows(rows):
     xla = any(r.get("xla") for r in rows)
     headers = ["shape", "grad", "dtype", "layout", "ours ms", "ours GF/s", "TF ms", "TF GF/s",
-               "TF/ours", "torch/ours", "XLA/plain" if xla else "ours/f32", "fwd/ours", "peak",
-               "scratch MiB", "spread", "CPU variant"]
+               "TF/ours", *ANCHORS.values(), "XLA/plain" if xla else "ours/f32", "fwd/ours",
+               "peak", "scratch MiB", "spread", "CPU variant"]
     text = []
     for r in rows:
         if "error" in r:
-            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 11)
+            text.append([r["shape"], r["op"], r["dtype"], r["layout"], r["error"]] + [""] * 12)
             continue
         tf_ratio = fmt(r["tf_over_ours"], ".2f") if r["tf_error"] is None else r["tf_error"][:12]
         text.append([r["shape"], r["grad"], r["dtype"], r["layout"], fmt(r["ours_ms"], ".2f"),
                      fmt(r["ours_gflops"], ".1f"), fmt(r["tf_ms"], ".2f"),
-                     fmt(r["tf_gflops"], ".1f"), tf_ratio, fmt(r.get("torch_over_ours"), ".2f"),
+                     fmt(r["tf_gflops"], ".1f"), tf_ratio,
+                     *(fmt(r.get(f"{name}_over_ours"), ".2f") for name in ANCHORS),
                      fmt(r["xla_over_no_xla"] if xla else r["ours_over_ours_f32_nhwc"], ".2f"),
                      fmt(r.get("forward_over_ours"), ".2f"), fmt(r["peak_fraction"], ".0%"),
                      fmt(None if r["peak_scratch_bytes"] is None
                          else r["peak_scratch_bytes"] / 2 ** 20, ".1f"),
                      fmt(r["spread_ours"], ".0%"), r.get("variant") or "-"])
-    print(format_table(headers, text, right=set(range(4, 15))), flush=True)
+    print(format_table(headers, text, right=set(range(4, 16))), flush=True)
 
 
 def summarize(rows):
@@ -416,12 +463,13 @@ def summarize(rows):
                          met=entry["median_tf_over_ours"] >= med_t and not below)
             text += (f"; target median >= {med_t}" + (f", none < {min_t}" if min_t else "") +
                      f": {len(below)} below, {'MET' if entry['met'] else 'NOT MET'}")
-        torch_ratios = [r["torch_over_ours"] for r in rs if r.get("torch_over_ours") is not None]
-        if torch_ratios:
-            entry.update(median_torch_over_ours=statistics.median(torch_ratios),
-                         min_torch_over_ours=min(torch_ratios))
-            text += (f"; torch/ours median {statistics.median(torch_ratios):.2f} min "
-                     f"{min(torch_ratios):.2f}")
+        for name, header in ANCHORS.items():
+            anchor = [r[f"{name}_over_ours"] for r in rs if r.get(f"{name}_over_ours") is not None]
+            if anchor:
+                entry.update({f"median_{name}_over_ours": statistics.median(anchor),
+                              f"min_{name}_over_ours": min(anchor)})
+                text += (f"; {header} median {statistics.median(anchor):.2f} min "
+                         f"{min(anchor):.2f} ({len(anchor)} ran)")
         forwards = [r["forward_over_ours"] for r in rs if r.get("forward_over_ours") is not None]
         if forwards:
             slower = sum(f < FORWARD_TARGET for f in forwards)
@@ -500,12 +548,14 @@ def main(argv=None):
         gflops, gbs = args.peak_gflops or gflops, args.peak_gbs or gbs
     peaks = {"gflops": gflops, "gbs": gbs}
     scratch = Scratch()
-    torch = None
+    anchors = {}
     if "torch" in args.anchors.split(","):
         if not os.path.exists(args.torch_python):
             raise SystemExit(f"--anchors torch: no {args.torch_python} (make bench ANCHORS=torch "
                              f"installs it)")
-        torch = TorchAnchor(args.torch_python)
+        anchors["torch"] = torch_anchor(args.torch_python)
+    if args.isa:
+        anchors["tf_default"] = tf_default_anchor()
     print(f"TF {tf.__version__}, {os.cpu_count()} CPUs, {cpu_description()}; "
           f"peaks: float32 GEMM {gflops:.0f} GFLOP/s, bandwidth {gbs:.0f} GB/s; "
           f"ISA variant: {os.environ.get('TF_CONV_BACKPROP_ISA', 'best supported')}; TF oneDNN: "
@@ -525,25 +575,31 @@ def main(argv=None):
                 if spec.depthwise != layer.depthwise or (ops and spec.key not in ops):
                     continue
                 row = bench_case(layer, spec, dtype, layout, args.batch or layer.batch, args,
-                                 peaks, scratch, xla, torch)
+                                 peaks, scratch, xla, anchors)
                 block.append(row)
                 if "error" in row:
                     print(f"  {layer.label} {spec.key}: {row['error']}", flush=True)
                     continue
                 tf_part = (f"TF {row['tf_ms']:.2f} ms, TF/ours {row['tf_over_ours']:.2f}"
                            if row["tf_ms"] is not None else f"TF: {row['tf_error']}")
-                torch_part = (f", torch {row['torch_ms']:.2f} ms, torch/ours "
-                              f"{row['torch_over_ours']:.2f}" if row.get("torch_ms") else "")
+                anchor_part = "".join(
+                    f", {name} {row[name + '_ms']:.2f} ms, {header} {row[name + '_over_ours']:.2f}"
+                    for name, header in ANCHORS.items() if row.get(name + "_ms"))
                 print(f"  {layer.label} {row['grad']}: ours {row['ours_ms']:.2f} ms, {tf_part}"
-                      f"{torch_part}", flush=True)
+                      f"{anchor_part}", flush=True)
         if block:
             print()
             print_rows(block)
         rows += block
-    if torch is not None:
-        print(f"\nPyTorch anchor: torch {torch.info.get('torch')}, capability "
-              f"{torch.info.get('capability')}, {torch.info.get('threads')} threads")
-        torch.close()
+    if "torch" in anchors:
+        info = anchors["torch"].info
+        print(f"\nPyTorch anchor: torch {info.get('torch')}, capability "
+              f"{info.get('capability')}, {info.get('threads')} threads")
+    if "tf_default" in anchors:
+        print(f"TF-default anchor: TF_ENABLE_ONEDNN_OPTS "
+              f"{anchors['tf_default'].info.get('onednn', 'default')}")
+    for anchor in anchors.values():
+        anchor.close()
     lines, summary = summarize(rows)
     print("\nSummary (TF/ours > 1: ours faster; against the speed targets where they exist)")
     for line in lines:
@@ -556,7 +612,7 @@ def main(argv=None):
                        "cpu": cpu_description(),
                        "onednn": {k: os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS",
                                                                  "ONEDNN_MAX_CPU_ISA")},
-                       "torch": torch.info if torch is not None else None, "rows": rows,
+                       "anchors": {name: a.info for name, a in anchors.items()}, "rows": rows,
                        "summary": summary}, f, indent=1)
         print(f"wrote {args.json}")
     if args.plot:
@@ -565,4 +621,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--tf-default-worker"]:
+        tf_default_worker()
+        sys.exit(0)
     sys.exit(main())
