@@ -121,7 +121,6 @@ int FromEnvironment() {
 
 constexpr int kUnset = -2;
 std::atomic<int> forced{kUnset};
-std::atomic<int64_t> run_counts[kNumVariants];
 std::atomic<int> last_runs[kNumOps] = {-1, -1, -1, -1};
 
 }  // namespace
@@ -179,10 +178,8 @@ SelectionInput MachineInput(OpKind op, const ConvGeometry& geo, Dtype dtype, int
 }
 
 void RecordRun(Variant v) {
-  run_counts[static_cast<int>(v)].fetch_add(1, std::memory_order_relaxed);
   last_runs[static_cast<int>(InfoOf(v).op)].store(static_cast<int>(v), std::memory_order_relaxed);
 }
-int64_t RunCount(Variant v) { return run_counts[static_cast<int>(v)].load(std::memory_order_relaxed); }
 int LastRun(OpKind op) { return last_runs[static_cast<int>(op)].load(std::memory_order_relaxed); }
 
 const char* DtypeName(Dtype dtype) {

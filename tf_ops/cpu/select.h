@@ -141,10 +141,9 @@ uint32_t CpuFeatures();
 // The input for a call on this machine now.
 SelectionInput MachineInput(OpKind op, const ConvGeometry& geo, Dtype dtype, int num_threads);
 
-// Run bookkeeping, for info, tests and the benchmark: how often each variant
-// ran, and the last one per op.
+// Run bookkeeping, for info, tests and the benchmark: the last variant that ran,
+// per op.
 void RecordRun(Variant v);
-int64_t RunCount(Variant v);
 int LastRun(OpKind op);  // -1 before the first
 
 }  // namespace cpu
