@@ -214,6 +214,14 @@ void InputGradientInChunks(OpKind op, const CpuContext& ctx, const ConvGeometry&
 // with groups of zeros: channels past the tensor's gather as zeros, scatter nowhere.
 struct GroupSlices {
   int64_t groups_per_slice, slices, in_depth, out_depth;
+  // The channels of slice `slice` that the tensors hold (fewer in a last slice
+  // filled up with groups of zeros).
+  int64_t real_in(const ConvGeometry& g, int64_t slice) const {
+    return std::min(in_depth, g.in_depth - slice * in_depth);
+  }
+  int64_t real_out(const ConvGeometry& g, int64_t slice) const {
+    return std::min(out_depth, g.out_depth - slice * out_depth);
+  }
 };
 constexpr int64_t kSliceChannels = 16;
 constexpr int64_t kMaxGroupsPerSlice = 8;
@@ -264,28 +272,17 @@ void ForEachSlice(const CpuContext& ctx, const GroupSlices& s, int64_t cost, Fn 
   });
 }
 
-// dst[p, 0:width) <-> src[p, offset:offset + width) for `pixels` rows of `stride`
-// channels: a slice's channels gathered from (or scattered back to) NHWC rows.
-// Channels past `stride` (the last slice's groups of zeros) gather as zeros and are
-// not scattered.
+// For `pixels` rows: the first `count` values of src row p (rows `src_stride` apart)
+// to dst row p (rows `dst_stride` apart), then zeros up to `fill` values. Gathers a
+// slice's channels from NHWC rows and scatters them back; channels past the tensor
+// (the last slice's groups of zeros) gather as zeros and are not scattered.
 template <typename A>
-void GatherChannels(const CpuContext& ctx, const A* src, int64_t stride, int64_t offset, int64_t width,
-                    int64_t pixels, A* dst) {
-  const int64_t real = std::min(width, stride - offset);
-  ctx.For(CeilDiv(pixels, kPixelBlock), kPixelBlock * width * kCopyCost, [&](int64_t begin, int64_t end) {
+void CopyRows(const CpuContext& ctx, int64_t pixels, const A* src, int64_t src_stride, A* dst,
+              int64_t dst_stride, int64_t count, int64_t fill) {
+  ctx.For(CeilDiv(pixels, kPixelBlock), kPixelBlock * fill * kCopyCost, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin * kPixelBlock; p < std::min(pixels, end * kPixelBlock); ++p) {
-      std::copy_n(src + p * stride + offset, real, dst + p * width);
-      std::fill_n(dst + p * width + real, width - real, A(0));
-    }
-  });
-}
-template <typename A>
-void ScatterChannels(const CpuContext& ctx, const A* src, int64_t width, int64_t pixels, int64_t stride,
-                     int64_t offset, A* dst) {
-  const int64_t real = std::min(width, stride - offset);
-  ctx.For(CeilDiv(pixels, kPixelBlock), kPixelBlock * width * kCopyCost, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin * kPixelBlock; p < std::min(pixels, end * kPixelBlock); ++p) {
-      std::copy_n(src + p * width, real, dst + p * stride + offset);
+      std::copy_n(src + p * src_stride, count, dst + p * dst_stride);
+      std::fill_n(dst + p * dst_stride + count, fill - count, A(0));
     }
   });
 }
@@ -354,12 +351,13 @@ void GroupedInputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& 
                  [&](const CpuContext& run, int64_t slice) {
                    ScratchBuffer<A> dy_slice(nb * out_pixels * s.out_depth);
                    ScratchBuffer<A> dx_slice(nb * in_pixels * s.in_depth);
-                   GatherChannels(run, dy, geo.out_depth, slice * s.out_depth, s.out_depth, nb * out_pixels,
-                                  dy_slice.data());
+                   CopyRows(run, nb * out_pixels, dy + slice * s.out_depth, geo.out_depth, dy_slice.data(),
+                            s.out_depth, s.real_out(geo, slice), s.out_depth);
                    RunOnNhwc(op, run, SliceGeometry(geo, s, nb), w.data() + slice * slice_filter,
                              dy_slice.data(), dx_slice.data());
-                   ScatterChannels(run, dx_slice.data(), s.in_depth, nb * in_pixels, geo.in_depth,
-                                   slice * s.in_depth, dx);
+                   const int64_t real_in = s.real_in(geo, slice);
+                   CopyRows(run, nb * in_pixels, dx_slice.data(), s.in_depth, dx + slice * s.in_depth,
+                            geo.in_depth, real_in, real_in);
                  });
     if (!direct_out) FromNhwc(ctx, geo.data_format, dxc, dx_buf.data(), in_backprop + n0 * dxc.image(), false);
   }
@@ -391,10 +389,10 @@ void GroupedFilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry&
                    ScratchBuffer<A> x_slice(nb * in_pixels * s.in_depth);
                    ScratchBuffer<A> dy_slice(nb * out_pixels * s.out_depth);
                    ScratchBuffer<A> dw_chunk(n0 == 0 ? 0 : slice_filter);
-                   GatherChannels(run, x, geo.in_depth, slice * s.in_depth, s.in_depth, nb * in_pixels,
-                                  x_slice.data());
-                   GatherChannels(run, dy, geo.out_depth, slice * s.out_depth, s.out_depth, nb * out_pixels,
-                                  dy_slice.data());
+                   CopyRows(run, nb * in_pixels, x + slice * s.in_depth, geo.in_depth, x_slice.data(),
+                            s.in_depth, s.real_in(geo, slice), s.in_depth);
+                   CopyRows(run, nb * out_pixels, dy + slice * s.out_depth, geo.out_depth, dy_slice.data(),
+                            s.out_depth, s.real_out(geo, slice), s.out_depth);
                    A* total = dw.data() + slice * slice_filter;
                    RunOnNhwc(op, run, SliceGeometry(geo, s, nb), x_slice.data(), dy_slice.data(),
                              n0 == 0 ? total : dw_chunk.data());
