@@ -10,6 +10,11 @@
 #   make bench    speed of ours vs TF's built-ins on real layers (BENCH_ARGS=--help;
 #                 ISA=avx2|avx512 caps ours and TF's oneDNN, ANCHORS=torch adds PyTorch)
 #   make wheel    platform wheel into dist/ (built against the venv's TensorFlow)
+#   make wheel TF_VERSION=2.19.1  the same against another TensorFlow (2.16-2.21), in its
+#                 own venv and build folder (.venv-tf2.19.1, build-tf2.19.1), into
+#                 dist/tf2.19.1/; `make build TF_VERSION=...` builds only the library there
+#   make tf-matrix  build, install and check every supported TensorFlow, each in a fresh
+#                 venv (TF_MATRIX="2.16.2 ..." picks versions); prints a table
 #   make bazel-check  optional: build with Bazel against the venv's TF and check it
 #   make gpu-toolchain  install the CUDA toolchain (clang-19, pip ptxas 12.5) now
 #   make gpu-check  on a GPU machine without TF (nvcc, PyTorch): check + time the CUDA
@@ -21,7 +26,20 @@
 # libFuzzer), tools.mk (report, bench, wheel, Bazel, the GPU check).
 
 PYTHON ?= python3
+# TF_VERSION: build against that TensorFlow instead of requirements-dev.txt's, with its own
+# venv and build folder; its library and build info stay in that folder, so the source
+# tree's own library (the one the tests load) is untouched.
+TF_VERSION ?=
+ifneq ($(TF_VERSION),)
+VENV ?= .venv-tf$(TF_VERSION)
+BUILD_DIR ?= build-tf$(TF_VERSION)
+DIST ?= dist/tf$(TF_VERSION)
+SO ?= $(BUILD_DIR)/_conv_backprop_ops.so
+BUILD_INFO ?= $(BUILD_DIR)/_build_info.json
+VENV_REQUIREMENTS := tensorflow==$(TF_VERSION) numpy setuptools wheel
+endif
 VENV ?= .venv
+VENV_REQUIREMENTS ?= -r requirements-dev.txt
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Interpreter whose TensorFlow we compile against (setup.py passes its own).
@@ -33,8 +51,8 @@ LD ?= ld
 OBJCOPY ?= objcopy
 JOBS ?= 2
 
-SO := python/tf_conv_backprop/_conv_backprop_ops.so
-BUILD_INFO := python/tf_conv_backprop/_build_info.json
+SO ?= python/tf_conv_backprop/_conv_backprop_ops.so
+BUILD_INFO ?= python/tf_conv_backprop/_build_info.json
 # Source lists and ISA levels: build_tools/sources.bzl (shared with BUILD.bazel).
 SOURCES = $(shell $(PYTHON) build_tools/sources.py $(1))
 CORE_SRCS := $(call SOURCES,CORE_SRCS)
@@ -51,14 +69,14 @@ TF_DEPS := $(if $(filter $(PY),$(TF_PY)),$(STAMP),)
 CXXFLAGS_COMMON := -O3 -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -DNDEBUG -I.
 
 .PHONY: all build so test core-test pytest report bench clean distclean venv wheel \
-        bazel-check gpu-toolchain gpu-check
+        bazel-check gpu-toolchain gpu-check tf-matrix
 all: build
 
 venv: $(STAMP)
 $(STAMP): requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q $(VENV_REQUIREMENTS)
 	touch $@
 
 build: $(TF_DEPS)

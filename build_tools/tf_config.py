@@ -16,6 +16,7 @@ toolkit the GPU kernels were compiled with, and the build info records
 `cuda_kernels: true` with that version. Without it the library is CPU-only.
 """
 import argparse
+import glob
 import json
 import os
 import platform
@@ -24,6 +25,18 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
+
+
+def version_defines():
+    """TF_MAJOR_VERSION and TF_MINOR_VERSION are Bazel-time defines from TF 2.20 on (its
+    pip headers no longer carry them), so the binding's version checks
+    (tf_ops/tf/tf_version_compat.h) read ours, taken from the TF being built against."""
+    major, minor = tf.__version__.split(".")[:2]
+    return [f"-DTCB_TF_MAJOR={int(major)}", f"-DTCB_TF_MINOR={int(minor)}"]
+
+
+def compile_flags():
+    return tf.sysconfig.get_compile_flags() + version_defines()
 
 
 def cxx11_abi(cflags):
@@ -44,7 +57,7 @@ def compiler_version(cxx):
 
 
 def build_info(builder="make", cxx=None, cxxflags=None, isas=None, cuda_version=None):
-    cflags = tf.sysconfig.get_compile_flags()
+    cflags = compile_flags()
     info = tf.sysconfig.get_build_info()
     return {
         "tf_version": tf.__version__,
@@ -73,7 +86,31 @@ XLA_INCLUDE_SUBDIRS = ("external/highwayhash", "external/farmhash_archive/src")
 
 
 def xla_include_dirs():
-    return [os.path.join(tf.sysconfig.get_include(), d) for d in XLA_INCLUDE_SUBDIRS]
+    return [os.path.join(tf.sysconfig.get_include(), d) for d in XLA_INCLUDE_SUBDIRS] + llvm_include_dirs()
+
+
+def llvm_include_dirs():
+    """TF 2.19's XLA headers include LLVM's ADT headers, which its wheel does not ship
+    (tensorflow/tensorflow#90026); the XLA kernels only need them to parse, so any LLVM's
+    will do: $TCB_LLVM_INCLUDE, `llvm-config --includedir`, or Debian's /usr/lib/llvm-*."""
+    include = tf.sysconfig.get_include()
+    user = os.path.join(include, "xla/stream_executor/gpu/tma_metadata.h")
+    if (not os.path.exists(user) or os.path.exists(os.path.join(include, "llvm/ADT/ArrayRef.h"))
+            or "llvm/ADT/ArrayRef.h" not in open(user, encoding="utf-8").read()):
+        return []
+    candidates = [os.environ.get("TCB_LLVM_INCLUDE", "")]
+    try:
+        candidates.append(subprocess.run(["llvm-config", "--includedir"], capture_output=True,
+                                         text=True, timeout=30, check=False).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    candidates += sorted(glob.glob("/usr/lib/llvm-*/include"), reverse=True)
+    for d in candidates:
+        if d and os.path.exists(os.path.join(d, "llvm/ADT/SmallVector.h")):
+            return [d]
+    sys.exit(f"tf_config: TensorFlow {tf.__version__}'s XLA headers need LLVM's headers, which its "
+             "wheel lacks (tensorflow/tensorflow#90026): install them (Debian: apt-get install "
+             "llvm-dev) or point TCB_LLVM_INCLUDE at an LLVM include folder")
 
 
 def framework_library():
@@ -93,7 +130,7 @@ def link_flags():
 
 def sysconfig():
     """What a Bazel repository rule needs to wrap the pip-installed TensorFlow."""
-    cflags = tf.sysconfig.get_compile_flags()
+    cflags = compile_flags()
     return {
         "tf_version": tf.__version__,
         "include": tf.sysconfig.get_include(),
@@ -119,7 +156,7 @@ def main(argv):
     if args.what == "cflags":
         # -isystem: warnings inside TF's headers are not ours to fix.
         print(" ".join("-isystem " + f[2:] if f.startswith("-I") else f
-                       for f in tf.sysconfig.get_compile_flags()))
+                       for f in compile_flags()))
     elif args.what == "lflags":
         print(" ".join(link_flags()))
     elif args.what == "xla-cflags":

@@ -18,13 +18,23 @@ bench: build $(if $(filter torch,$(ANCHORS)),$(TORCH_STAMP))
 # A platform wheel (manylinux tag from the library's symbol versions, see
 # build_tools/manylinux.py) built against the venv's TensorFlow, reusing $(BUILD_DIR);
 # setuptools' folders go to a temporary directory, so runs can overlap.
-WHEEL_ENV = TF_CONV_BACKPROP_BUILD_DIR=$(abspath $(BUILD_DIR)) TF_CONV_BACKPROP_BUILD_BASE=$$tmp
+WHEEL_ENV = TF_CONV_BACKPROP_BUILD_DIR=$(abspath $(BUILD_DIR)) TF_CONV_BACKPROP_BUILD_BASE=$$tmp \
+            TF_CONV_BACKPROP_CUDA=$(CUDA)
 wheel: build
 	mkdir -p $(DIST)
 	rm -f $(DIST)/tf_conv_backprop-*.whl
 	tmp=$$(mktemp -d) && $(WHEEL_ENV) $(PY) -m pip wheel -q --no-build-isolation --no-deps \
 	  -w $(DIST) .; rc=$$?; rm -rf $$tmp; exit $$rc
 	@ls -l $(DIST)/tf_conv_backprop-*.whl
+
+# Every supported TensorFlow (build_tools/tf_matrix.py): `make wheel TF_VERSION=V`, the
+# wheel installed into a fresh venv with TF V, checked there without a compiler.
+# TF_MATRIX picks versions; TF_MATRIX_CUDA=auto also builds the GPU kernels for each.
+TF_MATRIX ?=
+TF_MATRIX_CUDA ?= 0
+tf-matrix:
+	$(PYTHON) build_tools/tf_matrix.py --cuda $(TF_MATRIX_CUDA) --python $(PYTHON) \
+	  $(if $(TF_MATRIX),--versions $(TF_MATRIX))
 
 # Optional: build the library with Bazel (BUILD, WORKSPACE) against the venv's TF and
 # check it in TF. Needs `bazel` (Debian: apt-get install bazel-bootstrap).

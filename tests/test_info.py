@@ -232,6 +232,12 @@ def test_version_mismatches_unit():
     assert _loader.version_mismatches({}) == []
     assert _loader.version_mismatches(dict(running, tf_version="1.0.0")) == [
         ("TensorFlow", "1.0.0", tf.__version__)]
+    # Another patch release of the same minor version keeps the ABI; another minor does not.
+    major, minor, _ = tf.__version__.split(".", 2)
+    assert _loader.version_mismatches(dict(running, tf_version=f"{major}.{minor}.99")) == []
+    next_minor = f"{major}.{int(minor) + 1}.0"
+    assert _loader.version_mismatches(dict(running, tf_version=next_minor)) == [
+        ("TensorFlow", next_minor, tf.__version__)]
     cuda = _loader.running_cuda_version()
     if cuda:
         other = str(int(cuda.split(".")[0]) + 1) + ".0"

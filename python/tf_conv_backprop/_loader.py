@@ -14,6 +14,8 @@ The build writes `_build_info.json` next to the library (build_tools/tf_config.p
 the TensorFlow version, C++11 ABI and CUDA versions it was built against. Importing
 the package compares that with the running TensorFlow and warns once
 (`VersionMismatchWarning`) when they differ; the library itself is not loaded then.
+TensorFlow versions are compared by minor version: patch releases keep the C++ ABI (as
+the package's own `tensorflow>=2.X,<2.X+1` requirement assumes).
 
 `TF_CONV_BACKPROP_LIBRARY=/path/to/_conv_backprop_ops.so` loads another build of
 the library (e.g. Bazel's `bazel-bin/_conv_backprop_ops.so`); its build info is read
@@ -101,13 +103,17 @@ def _major(version):
     return str(version).split(".")[0] if version else None
 
 
+def _minor(version):
+    return tuple(str(version).split(".")[:2])
+
+
 def version_mismatches(info=None):
     """[(what, built for, running)] for every way the library's build differs from
     the running TensorFlow; [] when they agree or nothing was recorded."""
     info = build_info() if info is None else info
     found = []
     built_tf = info.get("tf_version")
-    if built_tf and built_tf != tf.__version__:
+    if built_tf and _minor(built_tf) != _minor(tf.__version__):
         found.append(("TensorFlow", built_tf, tf.__version__))
     built_abi, abi = info.get("cxx11_abi"), running_abi()
     if built_abi is not None and abi is not None and built_abi != abi:

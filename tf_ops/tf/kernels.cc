@@ -13,6 +13,7 @@
 #include "tf_ops/cpu/engine.h"
 #include "tf_ops/core/geometry.h"
 #include "tf_ops/tf/binding_util.h"
+#include "tf_ops/tf/tf_version_compat.h"
 #if GOOGLE_CUDA
 #include "tensorflow/core/framework/device_base.h"
 #include "tf_ops/cuda/engine.h"
@@ -35,7 +36,7 @@ CpuContext MakeCpuContext(OpKernelContext* ctx) {
   cpu.num_threads = workers->num_threads;
   auto* pool = workers->workers;
   cpu.parallel_for = [pool](int64_t total, int64_t cost, const CpuContext::Range& fn) {
-    pool->ParallelFor(total, tsl::thread::ThreadPool::SchedulingParams::Adaptive(cost), fn);
+    pool->ParallelFor(total, AdaptiveScheduling(cost), fn);
   };
   return cpu;
 }

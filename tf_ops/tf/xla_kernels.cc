@@ -29,8 +29,9 @@
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tsl/platform/tensor_float_32_utils.h"
-#include "xla/hlo/builder/lib/constants.h"
-#include "xla/hlo/builder/xla_builder.h"
+#include "tf_ops/tf/tf_version_compat.h"
+#include TCB_XLA_CONSTANTS_H
+#include TCB_XLA_BUILDER_H
 #include "xla/xla_data.pb.h"
 #include "tf_ops/core/geometry.h"
 #include "tf_ops/tf/binding_util.h"
