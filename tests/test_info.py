@@ -22,7 +22,8 @@ from tf_conv_backprop._ops import OPS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON_DIR = os.path.join(ROOT, "python")
 PKG_DIR = os.path.join(PYTHON_DIR, "tf_conv_backprop")
-OTHER_TF = "2.20.0"
+# Another minor version than the running one (the guard ignores patch releases).
+OTHER_TF = "2.20.0" if not tf.__version__.startswith("2.20.") else "2.19.0"
 
 
 def _start(args, pythonpath, cwd, extra_env=None):
