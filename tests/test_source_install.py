@@ -60,8 +60,9 @@ def test_source_install_builds_the_gpu_library(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-build-isolation",
                            "--no-deps", "--target", str(target), "."], capture_output=True,
                           text=True, cwd=ROOT, env=env, timeout=1800, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "tf_conv_backprop: built the GPU-enabled library" in proc.stdout, proc.stdout[-4000:]
+    output = proc.stdout + proc.stderr  # pip -v relays the build's output on either
+    assert proc.returncode == 0, output[-8000:]
+    assert "tf_conv_backprop: built the GPU-enabled library" in output, output[-8000:]
     env = {k: v for k, v in os.environ.items() if k != "TF_CONV_BACKPROP_LIBRARY"}
     env.update(PYTHONPATH=str(target), TF_CPP_MIN_LOG_LEVEL="3")
     out = _python(
