@@ -52,9 +52,10 @@ def run(step, args, log, timeout, **kwargs):
 
 
 def capture(args, env, timeout=300):
+    """(rc, stdout, stderr); TF logs to stderr, so results are read from stdout."""
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout,
                           check=False, cwd=tempfile.gettempdir())
-    return proc.returncode, proc.stdout + proc.stderr
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def no_compiler_env(venv):
@@ -97,23 +98,25 @@ def check_version(version, cuda, python, timeout):
 
             start = time.monotonic()
             env = no_compiler_env(venv)
-            rc, out = capture([vpy, "-c", "import keras; print(keras.__version__)"], env)
+            rc, out, _ = capture([vpy, "-c", "import keras; print(keras.__version__)"], env)
             row["keras"] = out.strip().splitlines()[-1] if rc == 0 and out.strip() else "?"
             run("check_install", [vpy, os.path.join(ROOT, "build_tools", "check_install.py")],
                 log, timeout, env=env, cwd=tempfile.gettempdir())
             run("tests", [vpy, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           *[os.path.join(ROOT, t) for t in TESTS]], log, timeout, env=env,
                 cwd=ROOT)
-            rc, out = capture([vpy, "-m", "tf_conv_backprop", "info"], env)
-            log.write(out)
+            rc, out, err = capture([vpy, "-m", "tf_conv_backprop", "info"], env)
+            log.write(out + err)
             site = os.path.join(venv, "lib")
             if rc != 0 or "match: the library was built for this TensorFlow" not in out:
                 raise StepFailed("info: no match between the build info and the running TF")
             if site not in out:
                 raise StepFailed("info: the package did not load from the fresh venv")
-            rc, out = capture([vpy, "-c", "import json; from tf_conv_backprop import _loader; "
-                                          "print(json.dumps(_loader.build_info()))"], env)
-            info = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
+            rc, out, err = capture([vpy, "-c", "import json; from tf_conv_backprop import _loader; "
+                                               "print(json.dumps(_loader.build_info()))"], env)
+            if rc != 0 or not out.strip():
+                raise StepFailed(f"build info: rc={rc} {err[-500:]}")
+            info = json.loads(out.strip().splitlines()[-1])
             row["library"] = (f"CPU + CUDA {info.get('cuda_version')}" if info.get("cuda_kernels")
                               else "CPU")
             row["check_s"] = round(time.monotonic() - start)
