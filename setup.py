@@ -39,10 +39,12 @@ except ImportError:  # older setuptools: the `wheel` package's command
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "build_tools"))
 import manylinux  # noqa: E402  pylint: disable=wrong-import-position
+from tf_matrix import VERSIONS as TESTED_TF  # noqa: E402  pylint: disable=wrong-import-position
 
 LIBRARY = "tf_conv_backprop/_conv_backprop_ops.so"
 BUILD_INFO = "tf_conv_backprop/_build_info.json"
-SUPPORTED_TF = ((2, 16), (2, 21))  # oldest and newest minor versions it builds against
+# Oldest and newest minor versions it builds against: those `make tf-matrix` checks.
+SUPPORTED_TF = tuple(tuple(int(p) for p in v.split(".")[:2]) for v in (TESTED_TF[0], TESTED_TF[-1]))
 
 
 def building_tensorflow():

@@ -8,7 +8,9 @@ import os
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F401,F403  pylint: disable=wildcard-import
 
-DEFAULT_TF_VERSION = "2.21.0"
+from tf_matrix import VERSIONS
+
+DEFAULT_TF_VERSION = VERSIONS[-1]
 
 
 def _tensorflow():

@@ -95,9 +95,11 @@ def llvm_include_dirs():
     will do: $TCB_LLVM_INCLUDE, `llvm-config --includedir`, or Debian's /usr/lib/llvm-*."""
     include = tf.sysconfig.get_include()
     user = os.path.join(include, "xla/stream_executor/gpu/tma_metadata.h")
-    if (not os.path.exists(user) or os.path.exists(os.path.join(include, "llvm/ADT/ArrayRef.h"))
-            or "llvm/ADT/ArrayRef.h" not in open(user, encoding="utf-8").read()):
+    if not os.path.exists(user) or os.path.exists(os.path.join(include, "llvm/ADT/ArrayRef.h")):
         return []
+    with open(user, encoding="utf-8") as f:
+        if "llvm/ADT/ArrayRef.h" not in f.read():
+            return []
     candidates = [os.environ.get("TCB_LLVM_INCLUDE", "")]
     try:
         candidates.append(subprocess.run(["llvm-config", "--includedir"], capture_output=True,

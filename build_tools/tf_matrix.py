@@ -28,7 +28,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Every TensorFlow the source builds against: the newest patch release of each minor
-# version PyPI serves for Python 3.11 (setup.py's SUPPORTED_TF is the same range).
+# version PyPI serves for Python 3.11. setup.py's supported range and the isolated
+# build's default (build_backend.py, the newest) come from here.
 VERSIONS = ("2.16.2", "2.17.1", "2.18.1", "2.19.1", "2.20.0", "2.21.0")
 TESTS = ("tests/test_parity.py", "tests/test_xla.py", "tests/test_training.py")
 COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++", "ld", "nvcc")
@@ -58,17 +59,18 @@ def capture(args, env, timeout=300):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def compilers_in(venv):
+    """The compilers reachable from the venv's bin/ (there should be none)."""
+    return [tool for tool in COMPILERS if shutil.which(tool, path=os.path.join(venv, "bin"))]
+
+
 def no_compiler_env(venv):
-    """Only the venv's bin/ on PATH (checked to hold no compiler), failing CXX/CC."""
-    path = os.path.join(venv, "bin")
-    found = [tool for tool in COMPILERS if shutil.which(tool, path=path)]
-    if found:
-        raise StepFailed(f"check: {found} reachable in {path}")
+    """Only the venv's bin/ on PATH, failing CXX/CC, no source-tree package or library
+    (also used by tests/test_wheel.py)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "TF_CONV_BACKPROP_LIBRARY")}
-    env.update(PATH=path, CXX="/bin/false", CC="/bin/false", PYTHONNOUSERSITE="1",
-               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
-               TF_CONV_BACKPROP_TEST_INSTALLED="1")
+    env.update(PATH=os.path.join(venv, "bin"), CXX="/bin/false", CC="/bin/false",
+               PYTHONNOUSERSITE="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     return env
 
 
@@ -97,7 +99,9 @@ def check_version(version, cuda, python, timeout):
             row["install_s"] = round(time.monotonic() - start)
 
             start = time.monotonic()
-            env = no_compiler_env(venv)
+            if compilers_in(venv):
+                raise StepFailed(f"check: {compilers_in(venv)} reachable in {venv}/bin")
+            env = dict(no_compiler_env(venv), TF_CONV_BACKPROP_TEST_INSTALLED="1")
             rc, out, _ = capture([vpy, "-c", "import keras; print(keras.__version__)"], env)
             row["keras"] = out.strip().splitlines()[-1] if rc == 0 and out.strip() else "?"
             run("check_install", [vpy, os.path.join(ROOT, "build_tools", "check_install.py")],

@@ -12,7 +12,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,10 +22,10 @@ import tensorflow as tf
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "build_tools"))
 import manylinux  # noqa: E402  pylint: disable=wrong-import-position
+import tf_matrix  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.slow
 
-COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++", "ld", "nvcc")
 WHEEL_RE = re.compile(r"tf_conv_backprop-0\.1\.0-(cp\d+)-(cp\d+)-(manylinux_2_(\d+)_x86_64)\.whl$")
 
 
@@ -60,14 +59,9 @@ def venv(wheel, tmp_path_factory):
 
 def _no_compiler_env(venv):
     """Only the venv's bin/ on PATH (checked to hold no compiler), CXX/CC that fail."""
-    path = os.path.join(venv, "bin")
-    for tool in COMPILERS:
-        assert shutil.which(tool, path=path) is None, f"{tool} is reachable in {path}"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "TF_CONV_BACKPROP_LIBRARY")}
-    env.update(PATH=path, CXX="/bin/false", CC="/bin/false", PYTHONNOUSERSITE="1",
-               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    return env
+    found = tf_matrix.compilers_in(venv)
+    assert not found, f"{found} reachable in {os.path.join(venv, 'bin')}"
+    return tf_matrix.no_compiler_env(venv)
 
 
 def test_wheel_name_and_tag(wheel):
