@@ -14,7 +14,7 @@ CORE_SRCS = [
 ISA_SRCS = [
     "tf_ops/cpu/kernel_table.cc",
     "tf_ops/cpu/conv2d/gemm.cc",
-    "tf_ops/cpu/conv2d/direct_avx512.cc",
+    "tf_ops/cpu/conv2d/direct.cc",
     "tf_ops/cpu/conv2d/int32_direct.cc",
     "tf_ops/cpu/conv2d/grouped.cc",
     "tf_ops/cpu/depthwise/nhwc.cc",

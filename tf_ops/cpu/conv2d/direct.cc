@@ -1,6 +1,7 @@
-// The AVX-512 direct conv2d kernels (cpu/conv2d/direct_avx512_inl.h) as the
-// variant table's kernels. Empty in the builds below AVX-512.
-#if defined(__AVX512F__)
+// The direct conv2d kernels (cpu/conv2d/direct_inl.h) as the variant table's
+// kernels: float and double at AVX2 and AVX-512, the bfloat16 ones (widening in
+// registers, AVX512_BF16 dot products) at AVX-512. Empty in the baseline build.
+#if defined(__AVX2__)
 
 #include <cstdint>
 #include <cstring>
@@ -10,16 +11,18 @@
 #include "tf_ops/core/scratch.h"
 #include "tf_ops/cpu/isa_kernels.h"
 // The kernels sit in an unnamed namespace of cpu::TCB_ISA.
-#include "tf_ops/cpu/conv2d/direct_avx512_inl.h"
+#include "tf_ops/cpu/conv2d/direct_inl.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
 namespace TCB_ISA {
 namespace {
 
+#if defined(__AVX512F__)
 static_assert(sizeof(Eigen::bfloat16) == sizeof(uint16_t), "bfloat16 is its 16 bits");
 const uint16_t* Bits(const Eigen::bfloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
 uint16_t* Bits(Eigen::bfloat16* p) { return reinterpret_cast<uint16_t*>(p); }
+#endif
 
 }  // namespace
 
@@ -28,10 +31,12 @@ bool Conv2DInputDirect(const CpuContext& ctx, const ConvGeometry& geo, const T* 
   return DirectInputGrad(ctx, geo, filter, dy, dx);
 }
 
+#if defined(__AVX512F__)
 template <typename T>
 bool Conv2DInputBf16Dot(const CpuContext& ctx, const ConvGeometry& geo, const T* filter, const T* dy, T* dx) {
   return DirectInputGradBf16(ctx, geo, Bits(filter), Bits(dy), Bits(dx));
 }
+#endif  // __AVX512F__
 
 template <typename T>
 bool Conv2DInputNchwPointwise(const CpuContext& ctx, const ConvGeometry& geo, const T* filter, const T* dy,
@@ -50,6 +55,7 @@ bool Conv2DFilterNchwDirect(const CpuContext& ctx, const ConvGeometry& geo, cons
   return DirectFilterGradNchw(ctx, geo, x, dy, dw);
 }
 
+#if defined(__AVX512F__)
 namespace {
 
 // The bfloat16 filter gradients sum into float and round once, at the end:
@@ -77,6 +83,7 @@ bool Conv2DFilterBf16Widen(const CpuContext& ctx, const ConvGeometry& geo, const
     return true;
   });
 }
+#endif  // __AVX512F__
 
 #define TCB_INSTANTIATE_DIRECT_KERNELS(T)          \
   TCB_INSTANTIATE_KERNEL(Conv2DInputDirect, T)     \
@@ -86,12 +93,14 @@ bool Conv2DFilterBf16Widen(const CpuContext& ctx, const ConvGeometry& geo, const
 TCB_INSTANTIATE_DIRECT_KERNELS(float)
 TCB_INSTANTIATE_DIRECT_KERNELS(double)
 #undef TCB_INSTANTIATE_DIRECT_KERNELS
+#if defined(__AVX512F__)
+TCB_INSTANTIATE_KERNEL(Conv2DFilterBf16Widen, Eigen::bfloat16)
 TCB_INSTANTIATE_KERNEL(Conv2DInputBf16Dot, Eigen::bfloat16)
 TCB_INSTANTIATE_KERNEL(Conv2DFilterBf16Dot, Eigen::bfloat16)
-TCB_INSTANTIATE_KERNEL(Conv2DFilterBf16Widen, Eigen::bfloat16)
+#endif
 
 }  // namespace TCB_ISA
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-#endif  // __AVX512F__
+#endif  // __AVX2__

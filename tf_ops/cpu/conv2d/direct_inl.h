@@ -1,8 +1,9 @@
-// Direct (no col buffer) AVX-512 kernels for the conv2d gradients, float and
-// double, NHWC: the input gradient (input channels in whole vectors) and the
-// filter gradient (output channels in whole vectors), any stride and dilation;
-// both also on bfloat16 with AVX512_BF16 dot products. Included by cpu/conv2d/gemm.cc in its AVX-512 variant only;
-// other shapes and ISAs run the Eigen GEMM kernels there.
+// Direct (no col buffer) conv2d gradient kernels for float and double, NHWC,
+// written once over the vector traits of the build (zmm at AVX-512, ymm at AVX2):
+// the input gradient (input channels in whole vectors) and the filter gradient
+// (output channels in whole vectors), any stride and dilation. The AVX-512 build
+// also has them on bfloat16: the filter gradient widening it in registers, and
+// tiles on AVX512_BF16 dot products. Included by cpu/conv2d/direct.cc.
 //
 // With stride 1, dx is a convolution of dy with the filter's taps mirrored:
 //   dx[n, ih, iw, ci] = sum over (kh, kw, co) of
@@ -23,12 +24,8 @@
 // tile never tests bounds. Rows outside dy are skipped per dx row (tap list).
 // Every dx element is one sum in a fixed order (taps, then channels): the result
 // does not depend on the thread count or the split.
-#ifndef TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_AVX512_INL_H_
-#define TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_AVX512_INL_H_
-
-#if !defined(__AVX512F__)
-#error "AVX-512 variant only"
-#endif
+#ifndef TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_INL_H_
+#define TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_INL_H_
 
 #include <immintrin.h>
 
@@ -38,12 +35,33 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__AVX512F__)
 #include "tf_ops/cpu/zmm_avx512_inl.h"
+#elif defined(__AVX2__)
+#include "tf_ops/cpu/ymm_avx2_inl.h"
+#else
+#error "AVX2 and AVX-512 variants only"
+#endif
 
 namespace tf_conv_backprop {
 namespace cpu {
 namespace TCB_ISA {
 namespace {
+
+// The build's vector register of T, and the tile heights R for V vectors (input
+// grad: pixels x vectors of input channels; filter grad: input channels x
+// vectors of output channels): R*V accumulators, V loaded vectors and a
+// broadcast fit the register file. 0: no tile of that width.
+#if defined(__AVX512F__)
+template <typename T>
+using Vreg = Zmm<T>;
+constexpr int kTileRows[5] = {0, 14, 12, 0, 6};  // 32 zmm
+#else
+template <typename T>
+using Vreg = Ymm<T>;
+constexpr int kTileRows[5] = {0, 12, 6, 0, 0};  // 16 ymm
+#endif
+constexpr int kMaxTileVectors = kTileRows[4] > 0 ? 4 : 2;
 
 // One tap of the tap list: where its dy values start (relative to the dy value
 // of dx pixel 0 of the tile) and its packed filter block.
@@ -59,32 +77,32 @@ struct DirectTap {
 template <typename T, int R, int V>
 inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, int ntaps,
                             int64_t cout, T* dx, int64_t dx_stride) {
-  constexpr int kLanes = Zmm<T>::kLanes;
-  typename Zmm<T>::Vec acc[R][V];
+  constexpr int kLanes = Vreg<T>::kLanes;
+  typename Vreg<T>::Vec acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Zero();
+    for (int v = 0; v < V; ++v) acc[r][v] = Vreg<T>::Zero();
   }
   for (int t = 0; t < ntaps; ++t) {
     const T* d = dy + taps[t].dy_offset;
     const T* w = taps[t].w;
     for (int64_t co = 0; co < cout; ++co, w += kLanes * V) {
-      typename Zmm<T>::Vec wv[V];
+      typename Vreg<T>::Vec wv[V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) wv[v] = Zmm<T>::Load(w + kLanes * v);
+      for (int v = 0; v < V; ++v) wv[v] = Vreg<T>::Load(w + kLanes * v);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const typename Zmm<T>::Vec b = Zmm<T>::Broadcast(d[r * dy_stride + co]);
+        const typename Vreg<T>::Vec b = Vreg<T>::Broadcast(d[r * dy_stride + co]);
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Fma(b, wv[v], acc[r][v]);
+        for (int v = 0; v < V; ++v) acc[r][v] = Vreg<T>::Fma(b, wv[v], acc[r][v]);
       }
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) Zmm<T>::Store(dx + r * dx_stride + kLanes * v, acc[r][v]);
+    for (int v = 0; v < V; ++v) Vreg<T>::Store(dx + r * dx_stride + kLanes * v, acc[r][v]);
   }
 }
 
@@ -118,6 +136,7 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
   }
 }
 
+#if defined(__AVX512F__)
 // ---- bfloat16 input gradient (AVX512_BF16) ---------------------------------------
 // The same tiles on bfloat16 data with vdpbf16ps: each instruction multiplies a
 // pair of output channels (co, co+1) of one dy pixel, broadcast as one 32-bit
@@ -191,6 +210,8 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
   }
 }
 
+#endif  // __AVX512F__
+
 // What the input-gradient units keep in L2 (1 MiB per core here): a block of
 // the packed filter, which every tile of a unit streams once per dx row, or
 // the whole packed filter when it is small enough to sit there next to a band
@@ -198,10 +219,6 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
 constexpr int64_t kL2BlockBytes = int64_t{768} << 10;
 constexpr int64_t kL2FilterBytes = int64_t{512} << 10;
 
-// Tile heights R for V vectors (input grad: pixels x vectors of input channels;
-// filter grad: input channels x vectors of output channels): R*V accumulators
-// plus V loaded vectors fit the 32 zmm registers.
-constexpr int kTileRows[5] = {0, 14, 12, 0, 6};
 
 // T is float, double or uint16_t (bfloat16 bits, tiles of float accumulators).
 template <typename T>
@@ -209,7 +226,7 @@ constexpr int DirectLanes() {
   if constexpr (std::is_same_v<T, uint16_t>) {
     return 16;
   } else {
-    return Zmm<T>::kLanes;
+    return Vreg<T>::kLanes;
   }
 }
 
@@ -289,7 +306,9 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   auto RunRow = [&](const T* row_dy, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
                     int64_t dx_stride, int64_t pixels) {
     if constexpr (kPairs) {
+#if defined(__AVX512F__)
       DirectInputRowBf16<R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, dx_stride, pixels);
+#endif
     } else {
       DirectInputRow<T, R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, dx_stride, pixels);
     }
@@ -391,9 +410,11 @@ bool WithCinVectors(const ConvGeometry& g, Fn&& fn) {
   const int64_t row = g.filter_rows * g.filter_cols == 1 && g.stride_cols == 1
                           ? g.in_rows * g.in_cols
                           : CeilDiv(g.in_cols, g.stride_cols);
-  auto tile_height = [&](int v) { return static_cast<double>(row) / CeilDiv(row, kTileRows[v]); };
-  const bool short_rows = tile_height(4) < 4 && tile_height(2) > tile_height(4);
-  if (fits(4) && !(short_rows && fits(2))) return fn(std::integral_constant<int, 4>());
+  if constexpr (kMaxTileVectors == 4) {
+    auto tile_height = [&](int v) { return static_cast<double>(row) / CeilDiv(row, kTileRows[v]); };
+    const bool short_rows = tile_height(4) < 4 && tile_height(2) > tile_height(4);
+    if (fits(4) && !(short_rows && fits(2))) return fn(std::integral_constant<int, 4>());
+  }
   if (fits(2)) return fn(std::integral_constant<int, 2>());
   return fn(std::integral_constant<int, 1>());
 }
@@ -408,6 +429,7 @@ bool DirectInputGrad(const CpuContext& ctx, const ConvGeometry& g, const T* filt
   });
 }
 
+#if defined(__AVX512F__)
 // bfloat16 (as its bits): the same kernel with vdpbf16ps tiles, for CPUs with
 // AVX512_BF16 and an even Cout (cpu/select.cc); false leaves dx untouched.
 bool DirectInputGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* filter,
@@ -416,6 +438,8 @@ bool DirectInputGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uin
     return DirectInputGradImpl<uint16_t, decltype(v)::value>(ctx, g, filter, dy, dx);
   });
 }
+
+#endif  // __AVX512F__
 
 // ---- Filter gradient ------------------------------------------------------------
 //   dW[kh, kw, ci, co] = sum over (n, oh, ow) of
@@ -444,21 +468,31 @@ struct FilterSegment {
 // Vectors and broadcasts of T from In data: In == T, or bfloat16 bits (uint16_t)
 // widened to float in registers (exact), so bfloat16 needs no conversion pass.
 template <typename T, typename In>
-inline typename Zmm<T>::Vec LoadAs(const In* p) {
+inline typename Vreg<T>::Vec LoadAs(const In* p) {
   if constexpr (std::is_same_v<In, T>) {
-    return Zmm<T>::Load(p);
+    return Vreg<T>::Load(p);
   } else {
     static_assert(std::is_same_v<T, float> && std::is_same_v<In, uint16_t>, "bfloat16 -> float");
+#if defined(__AVX512F__)
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+#else
+    // The widening tiles are an AVX-512 row: at AVX2 they lost to the front end's
+    // conversion on 3x3 layers (0.63-0.82x).
+    static_assert(!std::is_same_v<In, uint16_t>, "bfloat16 widening is AVX-512 only");
+#endif
   }
 }
 template <typename T, typename In>
-inline typename Zmm<T>::Vec BroadcastAs(In v) {
+inline typename Vreg<T>::Vec BroadcastAs(In v) {
   if constexpr (std::is_same_v<In, T>) {
-    return Zmm<T>::Broadcast(v);
+    return Vreg<T>::Broadcast(v);
   } else {
+#if defined(__AVX512F__)
     return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(uint32_t{v} << 16)));
+#else
+    static_assert(!std::is_same_v<In, uint16_t>, "bfloat16 widening is AVX-512 only");
+#endif
   }
 }
 
@@ -467,13 +501,13 @@ inline typename Zmm<T>::Vec BroadcastAs(In v) {
 template <typename T, typename In, int R, int V, bool kPlanarX>
 inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x_stride, int64_t x_planes,
                              int64_t x_ahead, int64_t dy_stride, bool first, T* dw, int64_t dw_stride) {
-  constexpr int kLanes = Zmm<T>::kLanes;
-  typename Zmm<T>::Vec acc[R][V];
+  constexpr int kLanes = Vreg<T>::kLanes;
+  typename Vreg<T>::Vec acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      acc[r][v] = first ? Zmm<T>::Zero() : Zmm<T>::Load(dw + r * dw_stride + kLanes * v);
+      acc[r][v] = first ? Vreg<T>::Zero() : Vreg<T>::Load(dw + r * dw_stride + kLanes * v);
     }
   }
   for (int s = 0; s < nsegs; ++s) {
@@ -481,21 +515,21 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
     const In* d = segs[s].dy;
     for (int64_t i = 0; i < segs[s].count; ++i, x += x_stride, d += dy_stride) {
       _mm_prefetch(reinterpret_cast<const char*>(x + x_ahead), _MM_HINT_T0);
-      typename Zmm<T>::Vec dv[V];
+      typename Vreg<T>::Vec dv[V];
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) dv[v] = LoadAs<T>(d + kLanes * v);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const typename Zmm<T>::Vec b = BroadcastAs<T>(x[kPlanarX ? r * x_planes : r]);
+        const typename Vreg<T>::Vec b = BroadcastAs<T>(x[kPlanarX ? r * x_planes : r]);
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) acc[r][v] = Zmm<T>::Fma(b, dv[v], acc[r][v]);
+        for (int v = 0; v < V; ++v) acc[r][v] = Vreg<T>::Fma(b, dv[v], acc[r][v]);
       }
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) Zmm<T>::Store(dw + r * dw_stride + kLanes * v, acc[r][v]);
+    for (int v = 0; v < V; ++v) Vreg<T>::Store(dw + r * dw_stride + kLanes * v, acc[r][v]);
   }
 }
 
@@ -521,6 +555,17 @@ void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs,
 
 constexpr int64_t kPrefetchPixels = 16;
 
+// Whether a filter-gradient unit first gathers its x values (R a pixel, from
+// pixels a row of channels apart) into a contiguous run that stays in L1 while
+// every vector block of output channels passes over it. The ymm tiles sum half
+// the products per x value that the zmm tiles do, so re-reading x from L2 per
+// block cost them the most.
+#if defined(__AVX512F__)
+constexpr bool kGatherFilterX = false;
+#else
+constexpr bool kGatherFilterX = true;
+#endif
+
 // dy rows per pixel block: the block's dy and the x rows its taps read stay
 // in L2 while every unit of a thread passes over them.
 constexpr int64_t kDirectFilterBlockBytes = int64_t{384} << 10;
@@ -530,14 +575,17 @@ constexpr int64_t kMaxBlockRows = 64;
 // contiguous run of the units (tap, tile of R input channels) and walks dy
 // rows [0, rows) in blocks of block_rows, in order. Per block and tap,
 // segments(t, r0, r1, segs) lists the tap's pixel runs and returns how many;
-// then tile(t, ci0, channels, segs, nsegs, first_block) runs each unit of the tap.
-template <typename Seg, typename Segments, typename Tile>
+// then tile(t, ci0, channels, segs, nsegs, first_block, scratch) runs each unit of
+// the tap, with `scratch_count` elements of Scratch of its thread's own.
+template <typename Seg, typename Scratch, typename Segments, typename Tile>
 void ForFilterUnits(const CpuContext& ctx, int64_t taps, int64_t cin, int64_t R, int64_t rows,
-                    int64_t block_rows, int64_t cost_per_unit, Segments&& segments, Tile&& tile) {
+                    int64_t block_rows, int64_t cost_per_unit, int64_t scratch_count, Segments&& segments,
+                    Tile&& tile) {
   const int64_t ci_tiles = (cin + R - 1) / R, units = taps * ci_tiles;
   const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
   ctx.For(shards, cost_per_unit * units / shards, [&](int64_t begin, int64_t end) {
     Seg segs[kMaxBlockRows];
+    ScratchBuffer<Scratch> scratch(scratch_count);
     for (int64_t s = begin; s < end; ++s) {
       const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
       for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
@@ -547,7 +595,7 @@ void ForFilterUnits(const CpuContext& ctx, int64_t taps, int64_t cin, int64_t R,
         for (int64_t u = u0; u < u1; ++u) {
           const int64_t t = u / ci_tiles, ci0 = (u % ci_tiles) * R;
           if (t != built_tap) built_tap = t, nsegs = segments(t, r0, r1, segs);
-          tile(t, ci0, static_cast<int>(std::min<int64_t>(R, cin - ci0)), segs, nsegs, r0 == 0);
+          tile(t, ci0, static_cast<int>(std::min<int64_t>(R, cin - ci0)), segs, nsegs, r0 == 0, scratch.data());
         }
       }
     }
@@ -559,7 +607,7 @@ void ForFilterUnits(const CpuContext& ctx, int64_t taps, int64_t cin, int64_t R,
 template <typename T, int V, typename In = T, bool kPlanarX = false>
 void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In* x,
                           const In* dy, T* dw, bool accumulate = false) {
-  constexpr int kLanes = Zmm<T>::kLanes;
+  constexpr int kLanes = Vreg<T>::kLanes;
   constexpr int R = kTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth;
   const int64_t kw_n = g.filter_cols, taps = g.filter_rows * kw_n;
@@ -595,31 +643,54 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
     }
     return nsegs;
   };
-  auto tile = [&](int64_t t, int64_t ci0, int rows, const FilterSegment<In>* segs, int nsegs, bool first_block) {
+  // Where the build gathers a unit's x (see kGatherFilterX), R values a pixel: for
+  // one block of output channels the gather would cost as much as the tile.
+  const bool gather = kGatherFilterX && co_blocks > 1;
+  const int64_t gather_count = gather ? block_rows * g.out_cols * R : 0;
+  auto tile = [&](int64_t t, int64_t ci0, int rows, const FilterSegment<In>* segs, int nsegs, bool first_block,
+                  In* gathered) {
     T* dw_tile = dw + (t * cin + ci0) * cout;
     const bool first = first_block && !accumulate;
-    for (int64_t b = 0; b < co_blocks; ++b) {
-      FilterSegment<In> shifted[kMaxBlockRows];
+    FilterSegment<In> shifted[kMaxBlockRows];
+    for (int i = 0; i < nsegs; ++i) shifted[i] = FilterSegment<In>{segs[i].x + ci0 * x_planes, segs[i].dy, segs[i].count};
+    if (gather) {
+      In* dst = gathered;
       for (int i = 0; i < nsegs; ++i) {
-        shifted[i] = FilterSegment<In>{segs[i].x + ci0 * x_planes, segs[i].dy + b * kLanes * V, segs[i].count};
+        const In* src = shifted[i].x;
+        for (int64_t p = 0; p < shifted[i].count; ++p, src += x_stride, dst += R) {
+          for (int r = 0; r < rows; ++r) dst[r] = src[kPlanarX ? r * x_planes : r];
+        }
       }
-      DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, shifted, nsegs, x_stride, x_planes, x_ahead, cout, first,
-                                                  dw_tile + b * kLanes * V, cout);
+      int64_t at = 0;
+      for (int i = 0; i < nsegs; ++i) shifted[i].x = gathered + at * R, at += shifted[i].count;
+    }
+    for (int64_t b = 0; b < co_blocks; ++b) {
+      FilterSegment<In> block_segs[kMaxBlockRows];
+      for (int i = 0; i < nsegs; ++i) {
+        block_segs[i] = FilterSegment<In>{shifted[i].x, shifted[i].dy + b * kLanes * V, shifted[i].count};
+      }
+      if (gather) {
+        DirectFilterTileAnyRows<T, In, V, false>(rows, block_segs, nsegs, R, 1, 0, cout, first,
+                                                 dw_tile + b * kLanes * V, cout);
+      } else {
+        DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, block_segs, nsegs, x_stride, x_planes, x_ahead, cout,
+                                                    first, dw_tile + b * kLanes * V, cout);
+      }
     }
   };
-  ForFilterUnits<FilterSegment<In>>(ctx, taps, cin, R, rows_total, block_rows, rows_total * g.out_cols * R * cout,
-                                    segments, tile);
+  ForFilterUnits<FilterSegment<In>, In>(ctx, taps, cin, R, rows_total, block_rows,
+                                        rows_total * g.out_cols * R * cout, gather_count, segments, tile);
 }
 
 // The filter-gradient tile's width for `cout` output channels: the widest V of
-// 4, 2, 1 vectors that divides them, passed to fn as a constant; false (fn not
+// 4 (where the build has that tile), 2, 1 vectors that divides them, passed to fn as a constant; false (fn not
 // called) when they are not whole vectors.
 template <typename T, typename Fn>
 bool WithCoutVectors(int64_t cout, Fn&& fn) {
-  constexpr int kLanes = Zmm<T>::kLanes;
+  constexpr int kLanes = Vreg<T>::kLanes;
   if (cout % kLanes != 0) return false;
-  if (cout % (4 * kLanes) == 0) {
-    fn(std::integral_constant<int, 4>{});
+  if (kMaxTileVectors == 4 && cout % (4 * kLanes) == 0) {
+    if constexpr (kMaxTileVectors == 4) fn(std::integral_constant<int, 4>{});
   } else if (cout % (2 * kLanes) == 0) {
     fn(std::integral_constant<int, 2>{});
   } else {
@@ -684,8 +755,8 @@ bool DirectFilterGradNchw(const CpuContext& ctx, const ConvGeometry& g, const T*
 template <typename T>
 void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* filter, const T* dy,
                         T* dx) {
-  constexpr int kLanes = Zmm<T>::kLanes;
-  constexpr int V = 4, R = kTileRows[V], R1 = kTileRows[1];
+  constexpr int kLanes = Vreg<T>::kLanes;
+  constexpr int V = kMaxTileVectors, R = kTileRows[V], R1 = kTileRows[1];
   constexpr int64_t kChunk = kLanes * V;
   const int64_t cin = g.in_depth, cout = g.out_depth, hw = g.in_rows * g.in_cols;
   ScratchVector<T> wt(cout * cin);  // [co][ci]
@@ -741,6 +812,7 @@ void PointwiseInputNchw(const CpuContext& ctx, const ConvGeometry& g, const T* f
   });
 }
 
+#if defined(__AVX512F__)
 // ---- bfloat16 filter gradient with vdpbf16ps (AVX512_BF16) --------------------
 // vdpbf16ps sums a pair of products per lane; here the pair runs along the
 // filter gradient's reduction: two dy pixels of one row. Per chunk of dy rows,
@@ -950,7 +1022,7 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
         return nsegs;
       };
       auto tile = [&](int64_t t, int64_t ci0, int tile_rows, const FilterSegment<uint32_t>* segs, int nsegs,
-                      bool first_block) {
+                      bool first_block, char*) {
         float* dw_tile = dw + (t * channels + ci0) * cout;
         for (int64_t b = 0; b < co_blocks; ++b) {
           FilterSegment<uint32_t> shifted[kMaxBlockRows];
@@ -961,8 +1033,8 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
                                    overwrite && first_block, dw_tile + b * 16 * V, cout);
         }
       };
-      ForFilterUnits<FilterSegment<uint32_t>>(ctx, taps, channels, R, chunk_rows_total, block_rows,
-                                              chunk_rows_total * ow_n * R * cout, segments, tile);
+      ForFilterUnits<FilterSegment<uint32_t>, char>(ctx, taps, channels, R, chunk_rows_total, block_rows,
+                                                    chunk_rows_total * ow_n * R * cout, 0, segments, tile);
       first_chunk = false;
     }
   }
@@ -978,14 +1050,18 @@ bool DirectFilterGradBf16Pairs(const CpuContext& ctx, const ConvGeometry& g, con
   WithCoutVectors<float>(g.out_depth, [&](auto v) { done = PairFilterGradBf16<decltype(v)::value>(ctx, g, x, dy, dw); });
   return done;
 }
+#endif  // __AVX512F__
+
+#if defined(__AVX512F__)
 void DirectFilterGradBf16Widen(const CpuContext& ctx, const ConvGeometry& g, const uint16_t* x,
                                const uint16_t* dy, float* dw) {
   WithCoutVectors<float>(g.out_depth, [&](auto v) { DirectFilterGradImpl<float, decltype(v)::value>(ctx, g, x, dy, dw); });
 }
+#endif  // __AVX512F__
 
 }  // namespace
 }  // namespace TCB_ISA
 }  // namespace cpu
 }  // namespace tf_conv_backprop
 
-#endif  // TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_AVX512_INL_H_
+#endif  // TF_CONV_BACKPROP_CPU_CONV2D_DIRECT_INL_H_
