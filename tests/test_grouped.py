@@ -12,11 +12,14 @@ CPU kernels refuse ("Gradients for grouped convolutions are not supported on CPU
 - tcb.conv2d with a grouped filter to second order against tf.nn.conv2d's gradients
   under XLA;
 - a ResNeXt-style block of tcb.keras.Conv2D(groups > 1) trains on CPU to the weights of
-  the same Keras model trained under XLA.
+  the same Keras model trained under XLA, also with TF's oneDNN off (Grappler must not
+  fuse a grouped forward with its bias: TF's Eigen _FusedConv2D refuses groups).
 Bad grouped shapes (a depth that does not divide, an output depth the groups cannot
 share, zero groups) are in the bad-input corpus (tests/bad_inputs.py), run in a child
 process."""
 import itertools
+import json
+import sys
 
 import numpy as np
 import pytest
@@ -25,6 +28,7 @@ import tensorflow as tf
 import cases
 import tf_conv_backprop as tcb
 from cases import DTYPES, FORMATS, Case
+from child_process import run_child
 
 # (groups, in_depth, out_channels): two groups, three, four, one channel per group,
 # ResNeXt's narrow groups (32 of 4: the CPU merges them 4 to a 16-channel slice),
@@ -176,6 +180,25 @@ def test_resnext_block_trains_on_cpu_as_under_xla():
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
 
 
+def _grouped_bias_layer_loss():
+    """Losses of a few CPU training steps of a grouped tcb.keras.Conv2D with a bias."""
+    import tf_conv_backprop.keras as tcb_keras  # pylint: disable=import-outside-toplevel
+    keras = tf.keras
+    inputs = keras.Input((6, 6, 8))
+    h = tcb_keras.Conv2D(8, 3, padding="same", groups=4, activation="relu")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.GlobalAveragePooling2D()(h)))
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=False)
+    rng = np.random.default_rng(2)
+    history = model.fit(rng.standard_normal((4, 6, 6, 8)), rng.standard_normal((4, 1)),
+                        batch_size=4, epochs=3, verbose=0)
+    return history.history["loss"]
+
+
+def test_grouped_keras_layer_trains_with_onednn_off():
+    result = run_child(__file__, "bias", extra_env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert len(result["losses"]) == 3 and np.all(np.isfinite(result["losses"])), result
+
+
 def test_grouped_graph_holds_our_ops():
     """The CPU training step of a grouped tcb.conv2d runs our ops (no TF fallback)."""
     x = tf.ones([1, 5, 5, 4])
@@ -192,3 +215,8 @@ def test_grouped_graph_holds_our_ops():
     assert {"ConvBackprop>Conv2DBackpropInput", "ConvBackprop>Conv2DBackpropFilter"} <= ops, ops
     dx, dw = grads(x, w)
     assert dx.shape == x.shape and dw.shape == w.shape
+
+
+if __name__ == "__main__":
+    assert sys.argv[1] == "bias"
+    print("RESULT " + json.dumps({"losses": [float(v) for v in _grouped_bias_layer_loss()]}))

@@ -60,8 +60,8 @@ def test_last_run_names_a_variant_of_the_op(op):
 
 
 def test_forced_variant_runs_where_it_applies():
-    """A 1x1 stride-1 input gradient normally takes the pointwise GEMM; forced, the im2col
-    GEMM runs it, with TF's result."""
+    """At AVX2 a 1x1 stride-1 input gradient with input channels in whole vectors normally
+    takes the direct tiles; forced, the im2col GEMM runs it, with TF's result."""
     result = run_child(__file__, "forced", extra_env={
         _variants.FORCE_ENV: "conv2d_input_im2col_gemm", "TF_CONV_BACKPROP_ISA": "avx2"})
     assert result["forced"] == "conv2d_input_im2col_gemm"
@@ -70,7 +70,7 @@ def test_forced_variant_runs_where_it_applies():
     unforced = run_child(__file__, "forced", extra_env={"TF_CONV_BACKPROP_ISA": "avx2"},
                          drop_env=(_variants.FORCE_ENV,))
     assert unforced["forced"] == ""
-    assert unforced["ran"] == "conv2d_input_pointwise_gemm"
+    assert unforced["ran"] == "conv2d_input_direct"
 
 
 def _child(mode):

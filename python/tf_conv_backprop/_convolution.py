@@ -100,10 +100,18 @@ def _tf_conv2d(x, w, strides, padding, explicit_paddings, data_format, dilations
             explicit_paddings=_nchw_to_nhwc_paddings(explicit_paddings), data_format="NHWC",
             dilations=_nchw_to_nhwc_list(dilations))
         return _to_nchw(y)
-    return tf.raw_ops.Conv2D(input=x, filter=w, strides=strides, padding=padding,
-                             use_cudnn_on_gpu=use_cudnn_on_gpu,
-                             explicit_paddings=explicit_paddings, data_format=data_format,
-                             dilations=dilations)
+    y = tf.raw_ops.Conv2D(input=x, filter=w, strides=strides, padding=padding,
+                          use_cudnn_on_gpu=use_cudnn_on_gpu,
+                          explicit_paddings=explicit_paddings, data_format=data_format,
+                          dilations=dilations)
+    in_depth, filter_in_depth = x.shape[-1], w.shape[2] if w.shape.rank == 4 else None
+    if in_depth is None or filter_in_depth is None or in_depth != filter_in_depth:
+        # A grouped (or maybe grouped) convolution: Grappler's remapper would fuse it with
+        # a following bias add into _FusedConv2D, whose CPU kernel (where oneDNN is off)
+        # refuses groups. Snapshot (a copy only when its input has other consumers) keeps
+        # the two apart.
+        y = tf.raw_ops.Snapshot(input=y)
+    return y
 
 
 def _dilate_filter_axis(w, axis, rate):
