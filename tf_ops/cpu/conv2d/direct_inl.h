@@ -217,6 +217,7 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
 // the whole packed filter when it is small enough to sit there next to a band
 // of dy.
 constexpr int64_t kL2BlockBytes = int64_t{768} << 10;
+constexpr int64_t kMaxPaddedBandBytes = int64_t{8} << 20;
 constexpr int64_t kL2FilterBytes = int64_t{512} << 10;
 
 
@@ -297,6 +298,13 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const int64_t threads = std::max(1, ctx.num_threads);
   while (band > 1 && blocks * g.batch * ((g.in_rows + band - 1) / band) < 4 * threads) band = (band + 1) / 2;
   const int64_t bands = (g.in_rows + band - 1) / band;
+  // A band's dy rows with their column padding, per thread: at most the dy rows that
+  // exist, but as wide as the filter reaches, so a dilation far beyond the image would
+  // ask for gigabytes of zeros. Past a bound the kernel declines (the GEMM rows run it).
+  const int64_t band_rows = std::min(band + reach, g.out_rows);
+  const int64_t band_limit = std::max<int64_t>(kMaxPaddedBandBytes / static_cast<int64_t>(sizeof(T)),
+                                               2 * g.out_rows * g.out_cols * cout);
+  if (pad_cols && padded_cols > band_limit / std::max<int64_t>(1, band_rows * cout)) return false;
 
   const bool pointwise = taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
                          g.out_cols == g.in_cols;
@@ -325,7 +333,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const int64_t units_per_block = g.batch * bands;
   const int64_t work = band * g.in_cols * taps * kBlock * cout;
   ctx.For(blocks * units_per_block, work, [&](int64_t begin, int64_t end) {
-    ScratchVector<T> rows_buf(pad_cols ? (band + reach) * padded_cols * cout : 0);
+    ScratchVector<T> rows_buf(pad_cols ? band_rows * padded_cols * cout : 0);
     DirectTap<T> tap_list[64];
     std::vector<DirectTap<T>> tap_heap;
     DirectTap<T>* tap_ptr = taps <= 64 ? tap_list : (tap_heap.resize(taps), tap_heap.data());
