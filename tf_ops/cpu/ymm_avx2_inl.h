@@ -20,7 +20,6 @@ namespace {
   static Vec Load(const Scalar* p) { return _mm256_loadu_##sfx(p); }                 \
   static Vec Broadcast(Scalar v) { return _mm256_set1_##sfx(v); }                    \
   static Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_##sfx(a, b, c); }        \
-  static Vec Add(Vec a, Vec b) { return _mm256_add_##sfx(a, b); }                    \
   static void Store(Scalar* p, Vec v) { _mm256_storeu_##sfx(p, v); }
 
 template <typename T>

@@ -217,9 +217,9 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
 // the whole packed filter when it is small enough to sit there next to a band
 // of dy.
 constexpr int64_t kL2BlockBytes = int64_t{768} << 10;
-constexpr int64_t kMaxPaddedBandBytes = int64_t{8} << 20;
 constexpr int64_t kL2FilterBytes = int64_t{512} << 10;
-
+// A thread's padded copy of a band of dy rows is at most this large, or twice a dy image.
+constexpr int64_t kMaxPaddedBandBytes = int64_t{8} << 20;
 
 // T is float, double or uint16_t (bfloat16 bits, tiles of float accumulators).
 template <typename T>
@@ -301,14 +301,14 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // A band's dy rows with their column padding, per thread: at most the dy rows that
   // exist, but as wide as the filter reaches, so a dilation far beyond the image would
   // ask for gigabytes of zeros. Past a bound the kernel declines (the GEMM rows run it).
+  const int64_t dy_image = g.out_rows * g.out_cols * cout;
   const int64_t band_rows = std::min(band + reach, g.out_rows);
-  const int64_t band_limit = std::max<int64_t>(kMaxPaddedBandBytes / static_cast<int64_t>(sizeof(T)),
-                                               2 * g.out_rows * g.out_cols * cout);
+  const int64_t band_limit =
+      std::max<int64_t>(kMaxPaddedBandBytes / static_cast<int64_t>(sizeof(T)), 2 * dy_image);
   if (pad_cols && padded_cols > band_limit / std::max<int64_t>(1, band_rows * cout)) return false;
 
   const bool pointwise = taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
                          g.out_cols == g.in_cols;
-  const int64_t dy_image = g.out_rows * g.out_cols * cout;
   const int64_t dx_image = g.in_rows * g.in_cols * cin;
   // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels.
   auto RunRow = [&](const T* row_dy, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
