@@ -15,6 +15,7 @@ import tensorflow as tf
 from cases import (DTYPES, EMPTY, FORMATS, PADDINGS, Case, empty_case, make_arrays, our_function,
                    relative_error, run_ours, run_reference, run_tf, sample_case, tf_is_trusted, within)
 from tf_conv_backprop import _loader
+from tf_conv_backprop import _ops
 from tf_conv_backprop._ops import BY_KEY, OPS
 
 GPUS = tf.config.list_physical_devices("GPU")
@@ -107,3 +108,32 @@ def test_gpu_empty_tensors(what, overrides, op, data_format):
     expected = case.input_shape if case.spec.computes == "input" else case.filter_shape
     assert list(ours.shape) == expected, f"{case}"
     assert not np.any(ours), f"{case}: expected zeros"
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("op", ["conv2d_input", "conv2d_filter"])
+def test_gpu_float32_follows_tf32_policy(op, data_format):
+    """float32 conv2d gradients run in TF32 while TF allows it (its GPU default), read at
+    each call: within TF32's tolerance of the float64 reference, and not the exact result
+    (so TF32 really ran); exact float32 once the user turns it off again, both bitwise
+    reproducible."""
+    case = _big_case(op, data_format=data_format)
+    arrays = make_arrays(case)
+    reference = run_reference(case, arrays)
+    results = {}
+    try:
+        for allowed in (True, False, True):
+            tf.config.experimental.enable_tensor_float_32_execution(allowed)
+            with tf.device(GPU):
+                out = run_ours(case, arrays)
+            if allowed in results:
+                np.testing.assert_array_equal(out, results[allowed], err_msg=f"{case}: TF32 not reproducible")
+            results[allowed] = out
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+    err_tf32 = relative_error(results[True], reference)
+    err_exact = relative_error(results[False], reference)
+    # TF32 keeps float16's 10-bit mantissa and sums in float.
+    assert _ops.within(err_tf32, "float16", case.reduction_length), f"{case}: TF32 error {err_tf32}"
+    assert within(err_exact, case), f"{case}: exact float32 error {err_exact}"
+    assert err_tf32 > 10 * err_exact, f"{case}: TF32 allowed but the result is exact ({err_tf32} vs {err_exact})"

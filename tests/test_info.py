@@ -149,6 +149,8 @@ def test_info_text(runs):
         assert f"GPU kernels:   yes, CUDA {built['cuda_version']}" in out, out
     else:
         assert "GPU kernels:   no (CPU-only build" in out, out
+    # TF's default TF32 setting (on), and the determinism statement
+    assert "GPU float32:   TF32 tensor cores" in out and "enable_op_determinism" in out, out
     registered, xla = out.split("\nXLA kernels", 1)
     for spec in OPS:
         row = [line for line in registered.splitlines()
@@ -179,6 +181,8 @@ def test_info_json(runs):
     assert report["xla_usable"] is True
     assert report["xla_kernels"] == {spec.op_name: list(spec.dtypes) for spec in OPS}
     assert len(report["support_matrix"]) >= 8
+    assert report["gpu_numerics"]["tf32_enabled"] is True  # TF's default
+    assert report["gpu_numerics"]["deterministic"] is True
 
 
 def test_info_reports_mismatch_and_load_error(runs):

@@ -108,6 +108,23 @@ def probe_xla(library):
     return found
 
 
+def gpu_numerics():
+    """How the GPU kernels compute, with TF's TF32 setting as it is now."""
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    return {
+        "tf32_enabled": tf32,
+        "float32_conv2d": ("TF32 tensor cores (10-bit mantissa products, float sums)" if tf32
+                           else "exact float32 (CUDA cores)")
+                          + ", per tf.config.experimental.enable_tensor_float_32_execution, read at "
+                            "each call; depthwise float32 is always exact",
+        "half_bfloat16": "tensor cores (conv2d), float accumulation, rounded once",
+        "deterministic": True,
+        "determinism": "every GPU kernel reduces in a fixed order without atomics: bitwise "
+                       "reproducible, so tf.config.experimental.enable_op_determinism() "
+                       "needs nothing from us",
+    }
+
+
 def collect():
     """Everything `info` reports, as plain data."""
     info = _loader.build_info()
@@ -129,6 +146,7 @@ def collect():
         "kernel_probe": "each op run per dtype on each visible device; Tensor.device "
                         "tells where it ran",
         "gpu_visible": any(_device_kind(d) == "GPU" for d in devices),
+        "gpu_numerics": gpu_numerics(),
         "support_matrix": [dict(zip(("configuration", "tf_builtin_cpu", "ours"), row))
                            for row in SUPPORT_MATRIX],
     }
@@ -183,6 +201,11 @@ def render(report):
     add(f"  CPU variants:  {_flags(info.get('cpu_isas'))} (best one picked at run time; "
         "TF_CONV_BACKPROP_ISA lowers it)")
     add(f"  GPU kernels:   {cuda}")
+    numerics = report.get("gpu_numerics") or {}
+    if numerics:
+        add(f"  GPU float32:   {numerics['float32_conv2d']}")
+        add(f"  GPU 16-bit:    {numerics['half_bfloat16']}")
+        add(f"  determinism:   {numerics['determinism']}")
     add(f"  Python:        {info.get('python', 'unknown')} on {info.get('machine', 'unknown')}")
     add("")
     add(f"Registered kernels ({report['kernel_probe']})")

@@ -20,6 +20,10 @@
 //  * it runs twice more, once with the same index type and once with the other, and
 //    all three outputs must be bitwise equal (determinism, and the 32-bit fast path
 //    computes exactly what the 64-bit one does).
+// float32 configurations run half the time with TF32 allowed (CudaContext::tf32, TF's
+// GPU default) and are then held to a TF32 tolerance; on the emulator the check also
+// sees that the TF32 tensor-core kernels ran exactly when they should (float conv2d
+// with TF32 allowed), never for exact float32.
 // Every failure prints the configuration and its seed; a run ends with
 // "N passed, M failed", after the count of grouped configurations checked (a run
 // that checked none fails: the grouped kernels' paths would go untested).
@@ -63,6 +67,9 @@ const char* DTypeName(DType d) {
 size_t DTypeBytes(DType d) {
   return d == DType::kDouble ? 8 : d == DType::kFloat || d == DType::kInt32 ? 4 : 2;
 }
+// TF32 operands keep 10 mantissa bits (relative rounding error <= 2^-11): a relative
+// error of a few 1e-4 on random sums, so 2e-3 leaves room and still fails a bug.
+constexpr double kTf32Tolerance = 2e-3;
 double Tolerance(DType d) {
   switch (d) {
     case DType::kHalf: return 2e-3;
@@ -250,7 +257,10 @@ struct Config {
   bool force_int64;
   bool misalign;  // every tensor one element past an aligned address
   bool listed = false;  // from kExplicitCases, not drawn
+  bool tf32 = false;    // CudaContext::tf32 (float32 only)
 };
+
+double Tolerance(const Config& c) { return c.tf32 ? kTf32Tolerance : Tolerance(c.dtype); }
 
 std::string Describe(const Config& c) {
   const ConvGeometry& g = c.geo;
@@ -258,7 +268,7 @@ std::string Describe(const Config& c) {
   std::snprintf(buf, sizeof(buf),
                 "%s %s %s %s N=%lld in=%lldx%lldx%lld filter=%lldx%lld %s=%lld groups=%lld out=%lldx%lldx%lld "
                 "stride=%lld,%lld dilation=%lld,%lld pads(t,b,l,r)=%lld,%lld,%lld,%lld index=%s%s seed=%llu",
-                OpName(c.op), DTypeName(c.dtype), g.data_format == DataFormat::kNHWC ? "NHWC" : "NCHW",
+                OpName(c.op), c.tf32 ? "float32(TF32 allowed)" : DTypeName(c.dtype), g.data_format == DataFormat::kNHWC ? "NHWC" : "NCHW",
                 c.padding == Padding::kSame ? "SAME" : c.padding == Padding::kValid ? "VALID" : "EXPLICIT",
                 (long long)g.batch, (long long)g.in_rows, (long long)g.in_cols, (long long)g.in_depth,
                 (long long)g.filter_rows, (long long)g.filter_cols, g.depthwise ? "multiplier" : "out_depth",
@@ -396,6 +406,7 @@ Config Sample(OpKind op, int index, uint64_t base_seed, bool emulated) {
     }
     c.force_int64 = pick(0, 1) == 1;
     c.misalign = pick(0, 7) == 0;
+    c.tf32 = c.dtype == DType::kFloat && pick(0, 1) == 1;
     if (MakeGeometry(op, format, padding, batch, rows, cols, depth, kh, kw, out_channels, sr, sc, dr, dc, pads,
                      groups, &c.geo)) {
       return c;
@@ -456,6 +467,7 @@ std::vector<Config> ListedConfigs(uint64_t base_seed, bool emulated) {
         c.force_int64 = index % 2 == 1;
         c.misalign = l.misalign;
         c.listed = true;
+        c.tf32 = dtype == DType::kFloat && listed % 2 == 0;
         if (!MakeGeometry(op, l.format, l.padding, l.batch, l.rows, l.cols, l.depth, l.kh, l.kw, l.out_channels,
                           l.sr, l.sc, l.dr, l.dc, l.pads, l.groups, &c.geo)) {
           // A broken list entry must not pass silently: an empty geometry the check rejects.
@@ -533,7 +545,8 @@ Prepared Prepare(const Config& c) {
 
 // One engine call on fresh NaN-filled output with sentinels around it; the output
 // (format order, raw bytes) in *out.
-bool RunOnce(const Config& c, bool force_int64, const std::vector<unsigned char>& data,
+// tf32_expected: the call must make TF32 tensor-core products (checked on the emulator).
+bool RunOnce(const Config& c, bool force_int64, bool tf32_expected, const std::vector<unsigned char>& data,
              const std::vector<unsigned char>& dy, size_t out_count, std::vector<unsigned char>* out,
              std::string* error) {
   const size_t b = DTypeBytes(c.dtype);
@@ -554,12 +567,23 @@ bool RunOnce(const Config& c, bool force_int64, const std::vector<unsigned char>
   }
   CudaContext ctx;
   ctx.force_int64_index = force_int64;
+  ctx.tf32 = c.tf32;
   ctx.allocate = [&arena](int64_t bytes) { return arena.Alloc(static_cast<size_t>(bytes)); };
+#ifdef TCB_CUDA_EMULATION
+  const uint64_t tf32_products = nvcuda::wmma::tcb_mma_count[1];
+#endif
   const Status s = RunDType(c.dtype, c.op, ctx, c.geo, d_data + shift, d_dy + shift, d_out + shift + kGuard);
   if (!s.ok()) return *error = "engine error: " + s.message, false;
   if (!Synchronize(error)) return false;
   const std::string faults = EmulatorFaults();
   if (!faults.empty()) return *error = "emulator: " + faults, false;
+#ifdef TCB_CUDA_EMULATION
+  // TF32 products only where TF32 is allowed, and there for every float conv2d with
+  // work to do (a product of some tap: *tf32_expected, from the reference).
+  const bool tf32_ran = nvcuda::wmma::tcb_mma_count[1] != tf32_products;
+  if (tf32_ran && !c.tf32) return *error = "TF32 tensor-core products although TF32 was not allowed", false;
+  if (!tf32_ran && tf32_expected) return *error = "TF32 allowed, but the TF32 tensor-core kernels did not run", false;
+#endif
   std::vector<unsigned char> back(init.size());
   if (!ToHost(back.data(), d_out + shift, back.size())) return *error = "copy to host failed", false;
   for (size_t i = 0; i < kGuard; ++i) {
@@ -585,7 +609,10 @@ std::string CheckConfig(const Config& c, const Prepared& p) {
   const size_t out_count = p.reference.size();
   std::vector<unsigned char> first, again, other;
   std::string error;
-  if (!RunOnce(c, c.force_int64, data, dy, out_count, &first, &error)) return error;
+  // Some tap lands (a nonzero reference of random inputs): the tensor cores must run.
+  const bool tf32_expected = c.tf32 && !IsDepthwise(c.op) &&
+                             std::any_of(p.reference.begin(), p.reference.end(), [](double v) { return v != 0; });
+  if (!RunOnce(c, c.force_int64, tf32_expected, data, dy, out_count, &first, &error)) return error;
   std::vector<double> got(out_count);
   for (size_t i = 0; i < out_count; ++i) got[i] = DecodeOne(c.dtype, &first[i * DTypeBytes(c.dtype)]);
   if (input_grad) got = ToNhwc(g.data_format, in_dims, got);
@@ -599,17 +626,19 @@ std::string CheckConfig(const Config& c, const Prepared& p) {
     norm += p.reference[i] * p.reference[i];
   }
   const double err = norm > 0 ? std::sqrt(diff) / std::sqrt(norm) : std::sqrt(diff);
-  if (!(err <= Tolerance(c.dtype))) {
+  if (!(err <= Tolerance(c))) {
     char buf[256];
     std::snprintf(buf, sizeof(buf), "relative error %.3g > %.0e; worst element %zu (NHWC order): got %.17g, want %.17g",
-                  err, Tolerance(c.dtype), worst, got[worst], p.reference[worst]);
+                  err, Tolerance(c), worst, got[worst], p.reference[worst]);
     return buf;
   }
-  if (!RunOnce(c, c.force_int64, data, dy, out_count, &again, &error)) return "second run: " + error;
+  if (!RunOnce(c, c.force_int64, tf32_expected, data, dy, out_count, &again, &error)) return "second run: " + error;
   if (again != first) return "not deterministic: two runs differ bitwise";
   const bool fits32 = CudaIndexFitsInt32(g);
   if (fits32) {
-    if (!RunOnce(c, !c.force_int64, data, dy, out_count, &other, &error)) return "other index type: " + error;
+    if (!RunOnce(c, !c.force_int64, tf32_expected, data, dy, out_count, &other, &error)) {
+      return "other index type: " + error;
+    }
     if (other != first) return "int32 and int64 index kernels differ bitwise";
   }
   return "";
@@ -626,6 +655,7 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   for (const Config& c : ListedConfigs(seed, emulated)) configs.push_back(c);
   int passed = 0, failed = 0;
   int grouped_drawn = 0, grouped_listed = 0, grouped_failed = 0;
+  int tf32_checked = 0, tf32_failed = 0;
   int per_cell[4][kNumDTypes][2] = {};
   // Inputs and references on CPU threads, a batch at a time; device runs in order.
   const size_t batch = 64;
@@ -646,6 +676,10 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
       if (c.geo.groups != 1) {
         ++(c.listed ? grouped_listed : grouped_drawn);
         grouped_failed += !why.empty();
+      }
+      if (c.tf32 && !IsDepthwise(c.op)) {
+        ++tf32_checked;
+        tf32_failed += !why.empty();
       }
       if (why.empty()) {
         ++passed;
@@ -670,6 +704,11 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   }
   std::printf("grouped conv2d configurations checked: %d (%d drawn, %d listed), %d failed\n",
               grouped_drawn + grouped_listed, grouped_drawn, grouped_listed, grouped_failed);
+  std::printf("float32 conv2d configurations with TF32 allowed: %d, %d failed\n", tf32_checked, tf32_failed);
+  if (tf32_checked == 0) {
+    std::printf("FAIL no TF32 configuration was checked\n");
+    ++failed;
+  }
   if (grouped_drawn + grouped_listed == 0) {
     std::printf("FAIL no grouped conv2d configuration was checked\n");
     ++failed;
@@ -689,8 +728,8 @@ namespace {
 // padding (0 SAME, 1 VALID, 2 EXPLICIT), batch, rows, cols, depth, filter rows,
 // filter cols, out channels (conv2d out depth / depthwise multiplier), stride rows,
 // stride cols, dilation rows, dilation cols, pad top, pad bottom, pad left, pad right,
-// groups (conv2d; 1 for dense and depthwise).
-constexpr int kArgs = 20;
+// groups (conv2d; 1 for dense and depthwise), tf32 (1: CudaContext::tf32).
+constexpr int kArgs = 21;
 bool GeometryFromArgs(const int64_t* a, tf_conv_backprop::ConvGeometry* g) {
   using namespace tf_conv_backprop;
   if (a[0] < 0 || a[0] > 3 || a[2] < 0 || a[2] > 1 || a[3] < 0 || a[3] > 2) return false;
@@ -731,6 +770,7 @@ int tcb_cuda_run(const int64_t* args, const void* data, const void* dy, void* ou
   if (!GeometryFromArgs(args, &g)) return fail("invalid configuration");
   CudaContext ctx;
   ctx.stream = static_cast<CUstream_st*>(stream);
+  ctx.tf32 = args[20] != 0;
   ctx.allocate = [](int64_t bytes) -> void* {
     if (bytes > g_scratch_bytes) {
       if (g_scratch) check::DeviceFree(g_scratch);

@@ -235,13 +235,17 @@ cudaError_t Launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... a
 
 inline void __syncthreads() { tcb_emulator::SyncThreads(); }
 
-// ---- tensor cores (nvcuda::wmma), 16x16x16 only -------------------------------
-// Every thread of a warp holds the whole 16x16 tile and does the whole operation:
-// the threads of a block run one at a time, so the redundant loads, products and
+// ---- tensor cores (nvcuda::wmma): 16x16x16 (half, bfloat16), 16x16x8 (TF32) ----
+// Every thread of a warp holds the whole tile and does the whole operation: the
+// threads of a block run one at a time, so the redundant loads, products and
 // identical stores give exactly one warp's result. Layout and leading-dimension
 // handling follow CUDA's semantics (ldm in elements; element (r, c) of a row_major
 // tile at p[r * ldm + c], of a col_major one at p[c * ldm + r]), and the 256-bit
-// pointer alignment CUDA requires is checked.
+// pointer alignment CUDA requires is checked. A fragment's x[] are its elements in
+// row-major order (CUDA leaves the thread-to-element map unspecified, so code may
+// only apply elementwise operations to them). TF32 products use the top 19 bits of
+// each float operand, as the hardware does: a kernel that skips __float_to_tf32
+// gets truncated, not rounded, operands here too.
 namespace nvcuda {
 namespace wmma {
 struct matrix_a {};
@@ -250,45 +254,87 @@ struct accumulator {};
 struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
+namespace precision {
+struct tf32 {};
+}  // namespace precision
 
 inline float tcb_to_float(float v) { return v; }
 inline float tcb_to_float(__half v) { return __half2float(v); }
 inline float tcb_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-  float v[16][16];
+// cvt.rna.tf32.f32: to nearest, ties away from zero; NaN and infinities kept.
+inline float __float_to_tf32(float in) {
+  uint32_t u = tcb_float_bits(in);
+  if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u;
+  else if (u & 0x7fffffu) u |= 0x400000u;  // a NaN stays a NaN once truncated
+  return tcb_bits_float(u & 0xffffe000u);
+}
+inline float tcb_tf32_operand(float v) { return tcb_bits_float(tcb_float_bits(v) & 0xffffe000u); }
+
+template <typename Use, int M, int N, int K>
+struct FragmentShape;
+template <int M, int N, int K>
+struct FragmentShape<matrix_a, M, N, K> {
+  static constexpr int kRows = M, kCols = K;
+};
+template <int M, int N, int K>
+struct FragmentShape<matrix_b, M, N, K> {
+  static constexpr int kRows = K, kCols = N;
+};
+template <int M, int N, int K>
+struct FragmentShape<accumulator, M, N, K> {
+  static constexpr int kRows = M, kCols = N;
 };
 
-template <typename Use, typename T, typename Layout>
-void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && (K == 16 || (K == 8 && (std::is_same_v<T, precision::tf32> ||
+                                                               std::is_same_v<Use, accumulator>))),
+                "the emulator has 16x16x16 and TF32's 16x16x8 fragments only");
+  static constexpr int kRows = FragmentShape<Use, M, N, K>::kRows, kCols = FragmentShape<Use, M, N, K>::kCols;
+  static constexpr int num_elements = kRows * kCols;
+  float x[num_elements];
+  float& at(int r, int c) { return x[r * kCols + c]; }
+  float at(int r, int c) const { return x[r * kCols + c]; }
+};
+
+// Counts of tensor-core products by operand type, so tests can tell which kernels ran.
+inline uint64_t tcb_mma_count[2] = {0, 0};  // [0]: 16-bit operands, [1]: TF32
+
+template <typename Use, int M, int N, int K, typename T, typename Layout, typename P>
+void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const P* p, unsigned ldm) {
+  static_assert(std::is_same_v<P, T> || (std::is_same_v<T, precision::tf32> && std::is_same_v<P, float>),
+                "wmma loads a fragment from its own element type (TF32: from float)");
   tcb_emulator::CheckAligned(p, 32);
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.v[r][c] = tcb_to_float(std::is_same<Layout, row_major>::value ? p[r * ldm + c] : p[c * ldm + r]);
+  for (int r = 0; r < f.kRows; ++r)
+    for (int c = 0; c < f.kCols; ++c)
+      f.at(r, c) = tcb_to_float(std::is_same<Layout, row_major>::value ? p[r * ldm + c] : p[c * ldm + r]);
 }
-template <typename T>
-void fill_fragment(fragment<accumulator, 16, 16, 16, T>& f, T value) {
-  for (auto& row : f.v)
-    for (float& x : row) x = value;
+template <int M, int N, int K, typename T>
+void fill_fragment(fragment<accumulator, M, N, K, T>& f, T value) {
+  for (float& v : f.x) v = value;
 }
-template <typename TA, typename LA, typename TB, typename LB, typename TC>
-void mma_sync(fragment<accumulator, 16, 16, 16, TC>& d, const fragment<matrix_a, 16, 16, 16, TA, LA>& a,
-              const fragment<matrix_b, 16, 16, 16, TB, LB>& b, const fragment<accumulator, 16, 16, 16, TC>& c) {
-  float out[16][16];
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) {
-      float s = c.v[i][j];
-      for (int k = 0; k < 16; ++k) s += a.v[i][k] * b.v[k][j];
-      out[i][j] = s;
+template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC>
+void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+              const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
+  constexpr bool kTf32 = std::is_same_v<TA, precision::tf32>;
+  static_assert(std::is_same_v<TA, TB>, "both operands of one type");
+  ++tcb_mma_count[kTf32];
+  auto operand = [](float v) { return kTf32 ? tcb_tf32_operand(v) : v; };
+  float out[M * N];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float s = c.at(i, j);
+      for (int k = 0; k < K; ++k) s += operand(a.at(i, k)) * operand(b.at(k, j));
+      out[i * N + j] = s;
     }
-  std::memcpy(d.v, out, sizeof(out));
+  std::memcpy(d.x, out, sizeof(out));
 }
-template <typename T>
-void store_matrix_sync(T* p, const fragment<accumulator, 16, 16, 16, T>& f, unsigned ldm, layout_t layout) {
+template <int M, int N, int K, typename T>
+void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
   tcb_emulator::CheckAligned(p, 32);
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c) (layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.v[r][c];
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c) (layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.at(r, c);
 }
 }  // namespace wmma
 }  // namespace nvcuda

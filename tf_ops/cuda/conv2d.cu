@@ -36,8 +36,8 @@
 // 64 x 64 filter-gradient tile. Correct, but far from cuDNN there; packing several
 // groups block-diagonally into one tile would be a kernel family of its own.
 //
-// float and double: 64x64 output tiles, 16-deep reduction steps, 256 threads each
-// owning a 4x4 block of accumulators (CUDA cores, no TF32); tiles are loaded as
+// float (exact: TF32 not allowed) and double: 64x64 output tiles, 16-deep reduction
+// steps, 256 threads each owning a 4x4 block of accumulators (CUDA cores); tiles are loaded as
 // 4-element vectors when the channel counts, per group too, are multiples of 4
 // (kVec), elementwise otherwise. Accumulation is float (double for double). int32
 // (the input gradient only, as TF) runs the same kernel summing in uint32: exact,
@@ -47,6 +47,11 @@
 // their 16-bit type in shared memory (8-element vectors when the channel counts, per
 // group too, are multiples of 8), the float results staged through shared memory and
 // rounded once on the way out.
+// float with TF32 allowed (TF's default on Ampere and newer, as cuDNN's): the same
+// tensor-core kernels on TF32 fragments (16x16x8): operands kept as float in shared
+// memory (4-element vectors), rounded to nearest TF32 (10 mantissa bits) as the
+// fragments load, products summed in float. The reduction order is fixed, so TF32
+// results are as reproducible as the exact ones.
 #include <algorithm>
 
 #include "tf_ops/cuda/kernels.h"
@@ -417,7 +422,7 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-// ---- tensor-core kernels (half, bfloat16) ----------------------------------------
+// ---- tensor-core kernels (half, bfloat16; float as TF32) -------------------------
 
 namespace wmma = nvcuda::wmma;
 constexpr int kTcM = 64, kTcN = 64, kTcK = 32, kTcThreads = 128;  // 4 warps, 2 x 2, each 32 x 32
@@ -425,26 +430,70 @@ constexpr int kTcLdK = kTcK + 8;   // [row][k] tiles: rows of 80 bytes (16-byte 
 constexpr int kTcLdMN = kTcM + 8;  // [k][row] tiles
 constexpr int kTcLdC = kTcN + 4;   // float staging tile
 
+// The 16-bit types always run on tensor cores; float does when TF32 is allowed.
 template <typename T>
 constexpr bool kTensorCore = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+template <typename T>
+constexpr bool kHasTcKernel = kTensorCore<T> || std::is_same_v<T, float>;
+// Whether T's gradients run on tensor cores, given whether TF32 is allowed.
+template <typename T>
+constexpr bool UsesTensorCores(bool tf32) {
+  return kTensorCore<T> || (std::is_same_v<T, float> && tf32);
+}
+
+// How the tensor cores take T: the fragments' element type and depth. float is
+// TF32 (16x16x8): its fragments hold floats, rounded to TF32 once loaded.
+template <typename T>
+struct TcOperand {
+  using Frag = T;
+  static constexpr int kK = 16;
+};
+template <>
+struct TcOperand<float> {
+  using Frag = wmma::precision::tf32;
+  static constexpr int kK = 8;
+};
+template <typename T, typename Layout>
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, TcOperand<T>::kK, typename TcOperand<T>::Frag, Layout>;
+template <typename T, typename Layout>
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, TcOperand<T>::kK, typename TcOperand<T>::Frag, Layout>;
+template <typename T>
+using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, TcOperand<T>::kK, float>;
+
+// wmma::load_matrix_sync, then float rounded to nearest TF32: the tensor cores would
+// otherwise drop its low 13 bits (truncation, a biased error).
+template <typename T, typename Frag>
+__device__ __forceinline__ void LoadOperand(Frag& f, const T* p, unsigned ldm) {
+  wmma::load_matrix_sync(f, p, ldm);
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
+  }
+}
+
+// Elements of T in one 16-byte vector: the tensor-core kernels' vector unit.
+template <typename T>
+constexpr int kTcVec = 16 / static_cast<int>(sizeof(T));
 
 // dst[0, 16) = row[k, k + 16) of a row of `limit` elements, zeros outside (or when !ok).
-// kVec: limit % 8 == 0 and row 16-byte aligned, so each half is in or out as a whole.
+// kVec: limit % kTcVec<T> == 0 and row 16-byte aligned, so each 16-byte vector is in
+// or out as a whole.
 template <bool kVec, typename T, typename Index>
 __device__ __forceinline__ void Copy16(const T* row, bool ok, Index k, Index limit, T* dst) {
   const T zero = FromAcc<T>(0.0f);
   if (kVec) {
+    constexpr int kV = kTcVec<T>;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      Pack<T, 8> v;
-      if (ok && k + 8 * h < limit) {
-        CheckVector<T, 8>(row + k + 8 * h);
-        v = *reinterpret_cast<const Pack<T, 8>*>(row + k + 8 * h);
+    for (int h = 0; h < 16; h += kV) {
+      Pack<T, kV> v;
+      if (ok && k + h < limit) {
+        CheckVector<T, kV>(row + k + h);
+        v = *reinterpret_cast<const Pack<T, kV>*>(row + k + h);
       } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v.v[i] = zero;
+        for (int i = 0; i < kV; ++i) v.v[i] = zero;
       }
-      *reinterpret_cast<Pack<T, 8>*>(dst + 8 * h) = v;
+      *reinterpret_cast<Pack<T, kV>*>(dst + h) = v;
     }
   } else {
 #pragma unroll
@@ -453,8 +502,8 @@ __device__ __forceinline__ void Copy16(const T* row, bool ok, Index k, Index lim
 }
 
 // cs[64][kTcLdC] = the block's accumulators (warp (wm, wn) owns rows wm*32.., cols wn*32..).
-__device__ __forceinline__ void StageAccumulators(float* cs, int wm, int wn,
-                                                  wmma::fragment<wmma::accumulator, 16, 16, 16, float> (&acc)[2][2]) {
+template <typename Frag>
+__device__ __forceinline__ void StageAccumulators(float* cs, int wm, int wn, Frag (&acc)[2][2]) {
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -464,22 +513,24 @@ __device__ __forceinline__ void StageAccumulators(float* cs, int wm, int wn,
 }
 
 // out[c0 + [0, 32)) = row of the staged tile, columns past `limit` skipped.
-template <bool kVec, typename Out, typename Index>
+// kVec: limit % kTcVec<T> == 0 and out 16-byte aligned (T: the tensors' type; Out is
+// T, or float for partial sums).
+template <bool kVec, typename T, typename Out, typename Index>
 __device__ __forceinline__ void StoreRow32(Out* out, const float* staged, Index c0, Index limit) {
-  if (kVec) {  // limit % 8 == 0 and out 16-byte aligned
-    // 16-byte stores: 8 elements of T, or 4 float partial sums twice (a Pack<float, 8>
-    // would ask for the 32-byte alignment the host never checked).
-    constexpr int kV = 16 / sizeof(Out);
+  if (kVec) {
+    // Whole vectors of T are in or out; each is written in 16-byte stores of Out (a
+    // wider Pack would ask for an alignment the host never checked).
+    constexpr int kU = kTcVec<T>, kV = 16 / sizeof(Out);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      if (c0 + 8 * q < limit) {
+    for (int q = 0; q < 32; q += kU) {
+      if (c0 + q < limit) {
 #pragma unroll
-        for (int h = 0; h < 8; h += kV) {
+        for (int h = 0; h < kU; h += kV) {
           Pack<Out, kV> v;
 #pragma unroll
-          for (int i = 0; i < kV; ++i) v.v[i] = FromAcc<Out>(staged[8 * q + h + i]);
-          CheckVector<Out, kV>(out + c0 + 8 * q + h);
-          *reinterpret_cast<Pack<Out, kV>*>(out + c0 + 8 * q + h) = v;
+          for (int i = 0; i < kV; ++i) v.v[i] = FromAcc<Out>(staged[q + h + i]);
+          CheckVector<Out, kV>(out + c0 + q + h);
+          *reinterpret_cast<Pack<Out, kV>*>(out + c0 + q + h) = v;
         }
       }
     }
@@ -513,7 +564,7 @@ __global__ void __launch_bounds__(kTcThreads)
     const bool ci_ok = ci_load < gcin;
     const Index co0 = kGrouped ? group * gcout : Index(0);  // see Conv2DBackpropInputKernel
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    FragAcc<T> acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -527,13 +578,13 @@ __global__ void __launch_bounds__(kTcThreads)
         Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), gcout, bs + load_row * kTcLdK + load_k);
         __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < kTcK; kk += 16) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[2];
+        for (int kk = 0; kk < kTcK; kk += TcOperand<T>::kK) {
+          FragA<T, wmma::row_major> a[2];
+          FragB<T, wmma::col_major> b[2];
 #pragma unroll
-          for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + (wm * 32 + 16 * i) * kTcLdK + kk, kTcLdK);
+          for (int i = 0; i < 2; ++i) LoadOperand<T>(a[i], as + (wm * 32 + 16 * i) * kTcLdK + kk, kTcLdK);
 #pragma unroll
-          for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + (wn * 32 + 16 * j) * kTcLdK + kk, kTcLdK);
+          for (int j = 0; j < 2; ++j) LoadOperand<T>(b[j], bs + (wn * 32 + 16 * j) * kTcLdK + kk, kTcLdK);
 #pragma unroll
           for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -549,7 +600,7 @@ __global__ void __launch_bounds__(kTcThreads)
     const Index mm = m0 + tid / 2;
     if (mm < ph.pixels) {
       T* out = dx + (DxOffset(p, ph, mm, cin) + (kGrouped ? group * gcin : Index(0)));
-      StoreRow32<kVec>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
+      StoreRow32<kVec, T>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
                        gcin);
     }
     __syncthreads();  // cs is rewritten by the next tile
@@ -574,7 +625,7 @@ __global__ void __launch_bounds__(kTcThreads)
                              [&](Index tap, Index split, Index dh, Index dw, Index p_begin,
                                  Index p_end, Index group, Index m0, Index n0) {
     const Index ci0 = kGrouped ? group * gcin : Index(0), co0 = kGrouped ? group * gcout : Index(0);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    FragAcc<T> acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -598,13 +649,13 @@ __global__ void __launch_bounds__(kTcThreads)
       Copy16<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), gcout, bs + load_k * kTcLdMN + load_c);
       __syncthreads();
 #pragma unroll
-      for (int kk = 0; kk < kTcK; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a[2];
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
+      for (int kk = 0; kk < kTcK; kk += TcOperand<T>::kK) {
+        FragA<T, wmma::col_major> a[2];
+        FragB<T, wmma::row_major> b[2];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], as + kk * kTcLdMN + wm * 32 + 16 * i, kTcLdMN);
+        for (int i = 0; i < 2; ++i) LoadOperand<T>(a[i], as + kk * kTcLdMN + wm * 32 + 16 * i, kTcLdMN);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], bs + kk * kTcLdMN + wn * 32 + 16 * j, kTcLdMN);
+        for (int j = 0; j < 2; ++j) LoadOperand<T>(b[j], bs + kk * kTcLdMN + wn * 32 + 16 * j, kTcLdMN);
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -618,7 +669,7 @@ __global__ void __launch_bounds__(kTcThreads)
     const Index ci = m0 + tid / 2;
     if (ci < gcin) {
       Out* row = out + split * filter_elements + (tap * gcin + ci) * cout + co0;
-      StoreRow32<kVec>(row, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
+      StoreRow32<kVec, T>(row, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
                        gcout);
     }
     __syncthreads();
@@ -638,47 +689,45 @@ bool VecOk(const ConvGeometry& g, const void* a, const void* b, const void* c) {
   return ChannelsVec(g, 4) && AlignedFor<T>(a, 4) && AlignedFor<T>(b, 4) && AlignedFor<T>(c, 4);
 }
 
-// The tensor-core kernels' vector condition: 8-element (16-byte) accesses.
-bool Vec8Ok(const ConvGeometry& g, const void* a, const void* b, const void* c) {
+// The tensor-core kernels' vector condition: 16-byte accesses (8 16-bit elements, 4 floats).
+template <typename T>
+bool TcVecOk(const ConvGeometry& g, const void* a, const void* b, const void* c) {
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return ChannelsVec(g, 8) && aligned(a) && aligned(b) && aligned(c);
+  return ChannelsVec(g, kTcVec<T>) && aligned(a) && aligned(b) && aligned(c);
 }
 
-// The kernel instance for (vec, grouped).
+// The kernel instances for (vec, grouped).
+template <typename T, typename Index>
+auto TcInputKernel(bool vec, bool grouped) {
+  if (vec) {
+    return grouped ? Conv2DBackpropInputTcKernel<T, Index, true, true> : Conv2DBackpropInputTcKernel<T, Index, true, false>;
+  }
+  return grouped ? Conv2DBackpropInputTcKernel<T, Index, false, true> : Conv2DBackpropInputTcKernel<T, Index, false, false>;
+}
 template <typename T, typename Index>
 auto InputKernel(bool vec, bool grouped) {
-  if constexpr (kTensorCore<T>) {
-    if (vec) {
-      return grouped ? Conv2DBackpropInputTcKernel<T, Index, true, true>
-                     : Conv2DBackpropInputTcKernel<T, Index, true, false>;
-    }
-    return grouped ? Conv2DBackpropInputTcKernel<T, Index, false, true>
-                   : Conv2DBackpropInputTcKernel<T, Index, false, false>;
-  } else {
-    if (vec) {
-      return grouped ? Conv2DBackpropInputKernel<T, Index, true, true> : Conv2DBackpropInputKernel<T, Index, true, false>;
-    }
-    return grouped ? Conv2DBackpropInputKernel<T, Index, false, true> : Conv2DBackpropInputKernel<T, Index, false, false>;
+  if (vec) {
+    return grouped ? Conv2DBackpropInputKernel<T, Index, true, true> : Conv2DBackpropInputKernel<T, Index, true, false>;
   }
+  return grouped ? Conv2DBackpropInputKernel<T, Index, false, true> : Conv2DBackpropInputKernel<T, Index, false, false>;
 }
-
+template <typename T, typename Out, typename Index>
+auto TcFilterKernel(bool vec, bool grouped) {
+  if (vec) {
+    return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, true, true>
+                   : Conv2DBackpropFilterTcKernel<T, Out, Index, true, false>;
+  }
+  return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, false, true>
+                 : Conv2DBackpropFilterTcKernel<T, Out, Index, false, false>;
+}
 template <typename T, typename Out, typename Index>
 auto FilterKernel(bool vec, bool grouped) {
-  if constexpr (kTensorCore<T>) {
-    if (vec) {
-      return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, true, true>
-                     : Conv2DBackpropFilterTcKernel<T, Out, Index, true, false>;
-    }
-    return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, false, true>
-                   : Conv2DBackpropFilterTcKernel<T, Out, Index, false, false>;
-  } else {
-    if (vec) {
-      return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, true, true>
-                     : Conv2DBackpropFilterKernel<T, Out, Index, true, false>;
-    }
-    return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, false, true>
-                   : Conv2DBackpropFilterKernel<T, Out, Index, false, false>;
+  if (vec) {
+    return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, true, true>
+                   : Conv2DBackpropFilterKernel<T, Out, Index, true, false>;
   }
+  return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, false, true>
+                 : Conv2DBackpropFilterKernel<T, Out, Index, false, false>;
 }
 
 }  // namespace
@@ -700,7 +749,8 @@ SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes) {
 }
 
 template <typename T, typename Index>
-Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy, T* dx) {
+Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const T* filter, const T* dy,
+                               T* dx) {
   const Conv2DParams<Index> p = MakeParams<Index>(g);
   const int64_t phases = int64_t{p.phase_rows} * p.phase_cols;
   // Tiles of the largest phase; blocks past a smaller phase's end return at once.
@@ -713,18 +763,25 @@ Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const
   const Index mt = static_cast<Index>(m_tiles), nt = static_cast<Index>(n_tiles), ph = static_cast<Index>(phases);
   static_assert(kTcM == kTileM && kTcN == kTileN, "the tile grid is shared by both kernel families");
   const bool grouped = g.groups > 1;
-  if constexpr (kTensorCore<T>) {
-    return Launch("Conv2DBackpropInputTcKernel", InputKernel<T, Index>(Vec8Ok(g, filter, dy, dx), grouped), grid,
-                  dim3(kTcThreads), stream, p, filter, dy, dx, mt, nt, ph);
-  } else {
-    return Launch("Conv2DBackpropInputKernel", InputKernel<T, Index>(VecOk<T>(g, filter, dy, dx), grouped), grid,
-                  dim3(kThreads), stream, p, filter, dy, dx, mt, nt, ph);
+  Status s;
+  if constexpr (kHasTcKernel<T>) {
+    if (UsesTensorCores<T>(tf32)) {
+      s = Launch("Conv2DBackpropInputTcKernel", TcInputKernel<T, Index>(TcVecOk<T>(g, filter, dy, dx), grouped), grid,
+                 dim3(kTcThreads), stream, p, filter, dy, dx, mt, nt, ph);
+    }
   }
+  if constexpr (!kTensorCore<T>) {
+    if (!UsesTensorCores<T>(tf32)) {
+      s = Launch("Conv2DBackpropInputKernel", InputKernel<T, Index>(VecOk<T>(g, filter, dy, dx), grouped), grid,
+                 dim3(kThreads), stream, p, filter, dy, dx, mt, nt, ph);
+    }
+  }
+  return s;
 }
 
 template <typename T, typename Index>
-Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan, const T* x,
-                                const T* dy, T* dw, void* scratch) {
+Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const SplitPlan& plan,
+                                const T* x, const T* dy, T* dw, void* scratch) {
   Conv2DParams<Index> p = MakeParams<Index>(g);
   p.pixels_per_split = static_cast<Index>(plan.pixels_per_split);
   const int64_t taps = g.filter_rows * g.filter_cols;
@@ -738,35 +795,38 @@ Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, cons
   Acc<T>* partial = static_cast<Acc<T>*>(scratch);
   const bool grouped = g.groups > 1;
   Status s;
-  if constexpr (kTensorCore<T>) {
-    const bool vec = Vec8Ok(g, x, dy, dw) && reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
-    if (plan.splits == 1) {
-      return Launch("Conv2DBackpropFilterTcKernel", FilterKernel<T, T, Index>(vec, grouped), grid, dim3(kTcThreads),
-                    stream, p, x, dy, dw, mt, nt, tp, sp);
+  if constexpr (kHasTcKernel<T>) {
+    if (UsesTensorCores<T>(tf32)) {
+      const bool vec = TcVecOk<T>(g, x, dy, dw) && reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
+      s = plan.splits == 1 ? Launch("Conv2DBackpropFilterTcKernel", TcFilterKernel<T, T, Index>(vec, grouped), grid,
+                                    dim3(kTcThreads), stream, p, x, dy, dw, mt, nt, tp, sp)
+                           : Launch("Conv2DBackpropFilterTcKernel", TcFilterKernel<T, Acc<T>, Index>(vec, grouped),
+                                    grid, dim3(kTcThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
     }
-    s = Launch("Conv2DBackpropFilterTcKernel", FilterKernel<T, Acc<T>, Index>(vec, grouped), grid, dim3(kTcThreads),
-               stream, p, x, dy, partial, mt, nt, tp, sp);
-  } else {
-    const bool vec = VecOk<T>(g, x, dy, dw) && AlignedFor<Acc<T>>(scratch, 4);
-    if (plan.splits == 1) {
-      return Launch("Conv2DBackpropFilterKernel", FilterKernel<T, T, Index>(vec, grouped), grid, dim3(kThreads),
-                    stream, p, x, dy, dw, mt, nt, tp, sp);
-    }
-    s = Launch("Conv2DBackpropFilterKernel", FilterKernel<T, Acc<T>, Index>(vec, grouped), grid, dim3(kThreads),
-               stream, p, x, dy, partial, mt, nt, tp, sp);
   }
-  if (!s.ok()) return s;
+  if constexpr (!kTensorCore<T>) {
+    if (!UsesTensorCores<T>(tf32)) {
+      const bool vec = VecOk<T>(g, x, dy, dw) && AlignedFor<Acc<T>>(scratch, 4);
+      s = plan.splits == 1 ? Launch("Conv2DBackpropFilterKernel", FilterKernel<T, T, Index>(vec, grouped), grid,
+                                    dim3(kThreads), stream, p, x, dy, dw, mt, nt, tp, sp)
+                           : Launch("Conv2DBackpropFilterKernel", FilterKernel<T, Acc<T>, Index>(vec, grouped), grid,
+                                    dim3(kThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
+    }
+  }
+  if (!s.ok() || plan.splits == 1) return s;
   return SumSplits<T, Index>(stream, partial, plan.splits, g.filter_elements, dw);
 }
 
 #define TCB_INSTANTIATE(T, Index)                                                                              \
-  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const T*, const T*, T*); \
-  template Status Conv2DBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const SplitPlan&,      \
+  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const T*, const T*, \
+                                                    T*);                                                      \
+  template Status Conv2DBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const SplitPlan&, \
                                                      const T*, const T*, T*, void*);
 TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
-#define TCB_INSTANTIATE(T, Index) \
-  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, const T*, const T*, T*);
+#define TCB_INSTANTIATE(T, Index)                                                                      \
+  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const T*, const T*, \
+                                                    T*);
 TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
 

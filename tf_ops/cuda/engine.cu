@@ -111,7 +111,7 @@ struct ScratchLayout {
 };
 
 template <typename T, typename Index>
-Status RunNhwc(OpKind op, cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan,
+Status RunNhwc(OpKind op, cudaStream_t stream, bool tf32, const ConvGeometry& g, const SplitPlan& plan,
                const ScratchLayout& layout, char* scratch, const T* data, const T* dy, T* out) {
   const bool nchw = g.data_format == DataFormat::kNCHW;
   const bool input_grad = ComputesInputGrad(op);
@@ -135,14 +135,14 @@ Status RunNhwc(OpKind op, cudaStream_t stream, const ConvGeometry& g, const Spli
   void* partial = layout.partial >= 0 ? scratch + layout.partial : nullptr;
   if constexpr (std::is_same_v<T, int32_t>) {
     // int32 is Conv2DBackpropInput's alone (Run checked the op).
-    s = Conv2DBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
+    s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, data_nhwc, dy_nhwc, out_nhwc);
   } else {
     switch (op) {
       case OpKind::kConv2DBackpropInput:
-        s = Conv2DBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
+        s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, data_nhwc, dy_nhwc, out_nhwc);
         break;
       case OpKind::kConv2DBackpropFilter:
-        s = Conv2DBackpropFilterNhwc<T, Index>(stream, g, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
+        s = Conv2DBackpropFilterNhwc<T, Index>(stream, g, tf32, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
         break;
       case OpKind::kDepthwiseBackpropInput:
         s = DepthwiseBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
@@ -203,9 +203,9 @@ Status Run(OpKind op, const CudaContext& ctx, const ConvGeometry& g, const T* da
     }
   }
   if (!ctx.force_int64_index && CudaIndexFitsInt32(g)) {
-    return RunNhwc<T, int32_t>(op, stream, g, plan, layout, scratch, data, dy, out);
+    return RunNhwc<T, int32_t>(op, stream, ctx.tf32, g, plan, layout, scratch, data, dy, out);
   }
-  return RunNhwc<T, int64_t>(op, stream, g, plan, layout, scratch, data, dy, out);
+  return RunNhwc<T, int64_t>(op, stream, ctx.tf32, g, plan, layout, scratch, data, dy, out);
 }
 
 }  // namespace

@@ -33,6 +33,11 @@ struct CudaContext {
   // business, as with TF's allocator). Called at most once per engine call, and only
   // when the call needs scratch (NCHW tensors, split reductions).
   std::function<void*(int64_t bytes)> allocate;
+  // float32 conv2d gradients on tensor cores in TF32 (operands rounded to 10 mantissa
+  // bits, float sums), as TF lets cuDNN do unless the user turns it off
+  // (tf.config.experimental.enable_tensor_float_32_execution); false: exact float32.
+  // Depthwise gradients and the other types ignore it. Either way deterministic.
+  bool tf32 = false;
   // Tests only: take the 64-bit index kernels even where the 32-bit ones are safe.
   bool force_int64_index = false;
 };

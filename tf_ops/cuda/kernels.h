@@ -66,13 +66,14 @@ SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 
 // dx[N,H,W,Cin] from filter[KH,KW,Cin/G,Cout] and dy[N,OH,OW,Cout], G = g.groups
 // (1: dense): group k's input channels [k, k + 1) * Cin/G see only its output
-// channels [k, k + 1) * Cout/G. One launch covers every group.
+// channels [k, k + 1) * Cout/G. One launch covers every group. tf32: float runs on
+// tensor cores in TF32 (CudaContext::tf32); other types ignore it.
 template <typename T, typename Index>
-Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, const T* filter, const T* dy,
-                               T* dx);
-// dW[KH,KW,Cin/G,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout], grouped as above.
+Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const T* filter,
+                               const T* dy, T* dx);
+// dW[KH,KW,Cin/G,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout], grouped and tf32 as above.
 template <typename T, typename Index>
-Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, const SplitPlan& plan,
+Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const SplitPlan& plan,
                                 const T* x, const T* dy, T* dw, void* scratch);
 // dx[N,H,W,C] from filter[KH,KW,C,M] and dy[N,OH,OW,C*M].
 template <typename T, typename Index>

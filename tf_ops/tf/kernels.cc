@@ -17,6 +17,7 @@
 #if GOOGLE_CUDA
 #include "tensorflow/core/framework/device_base.h"
 #include "tf_ops/cuda/engine.h"
+#include "tsl/platform/tensor_float_32_utils.h"
 #include "xla/stream_executor/stream.h"
 #endif
 
@@ -82,6 +83,9 @@ Status RunEngine(GpuDevice, OpKernelContext* ctx, OpKind op, const ConvGeometry&
   }
   CudaContext gpu;
   gpu.stream = static_cast<CUstream_st*>(device_context->stream()->platform_specific_handle().stream);
+  // TF's float32 policy, read per call as TF's own convolutions do: TF32 on tensor
+  // cores unless the user turned it off.
+  gpu.tf32 = tsl::tensor_float_32_execution_enabled();
   // Scratch tensors live until Compute returns; TF's GPU allocator reuses their memory
   // only for work queued later on the same stream.
   std::vector<Tensor> scratch;
