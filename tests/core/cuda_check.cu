@@ -414,9 +414,9 @@ Config Sample(OpKind op, int index, uint64_t base_seed, bool emulated) {
   }
 }
 
-// Grouped layers every run checks in both conv2d ops, beside the random draws: the
-// shapes grouped networks use and the corners of the group indexing (one channel per
-// group, groups wider than a tile, vector widths).
+// Layers every run checks in both conv2d ops, beside the random draws: the shapes
+// grouped networks use and the corners of the group indexing (one channel per group,
+// groups wider than a tile, vector widths), and the folded filter gradients.
 struct ListedCase {
   DataFormat format;
   Padding padding;
@@ -443,6 +443,11 @@ constexpr ListedCase kExplicitCases[] = {
     // Three groups of odd widths (5 -> 7), 1x1 stride 2; and past the phase limit.
     {kNchw, Padding::kValid, 3, 9, 8, 15, 1, 1, 21, 2, 2, 1, 1, {0, 0, 0, 0}, 3, false},
     {kNhwc, Padding::kSame, 1, 20, 18, 12, 2, 3, 8, 9, 10, 1, 1, {0, 0, 0, 0}, 4, false},
+    // Filter gradients folding their taps into the GEMM rows (few channels per group):
+    // a dense 7x7 stride-2 stem of 3 channels (147 rows: three row tiles, the last
+    // partial), and 3 channels per group, dilated, explicitly padded, in NCHW.
+    {kNhwc, Padding::kSame, 2, 15, 16, 3, 7, 7, 16, 2, 2, 1, 1, {0, 0, 0, 0}, 1, false},
+    {kNchw, Padding::kExplicit, 1, 9, 10, 6, 3, 3, 20, 1, 2, 2, 1, {2, 0, 1, 3}, 2, false},
 };
 
 // The listed cases as configurations of both conv2d ops in each of their dtypes;

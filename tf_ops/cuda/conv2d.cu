@@ -358,14 +358,52 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- filter gradient -----------------------------------------------------------
 
+// Folded filter gradients (few input channels per group, see FoldTaps): row m of a
+// group's GEMM is (tap, channel) = (m / Cg, m % Cg) instead of one tap's channel m, so
+// a tile spans several taps rather than leaving most of its rows empty (the 7x7 stem's
+// 3 channels filled 3 of 64 rows, and every tile re-read all of dy). Its A operand is
+// gathered element by element: per tile, each row's offset from an output pixel's
+// position to the input pixel its tap reads, and its channel (-1: past the last row).
+// dW[tap][ci][co] is row tap * Cg + ci either way, so the stores are the same.
+template <typename Index, int kRows>
+struct FoldedRows {
+  Index dh[kRows], dw[kRows], ci[kRows];
+};
+
+// Thread tid < kRows fills row tid of the tile starting at row m0 (the caller syncs).
+template <typename Index, int kRows>
+__device__ __forceinline__ void SetFoldedRows(const Conv2DParams<Index>& p, Index gcin, Index m0, int tid,
+                                              FoldedRows<Index, kRows>& rows) {
+  if (tid < kRows) {
+    const Index m = m0 + tid, tap = m / gcin;
+    const Index kh = tap / p.filter_cols, kw = tap - kh * p.filter_cols;
+    rows.dh[tid] = kh * p.dilation_rows - p.pad_top;
+    rows.dw[tid] = kw * p.dilation_cols - p.pad_left;
+    rows.ci[tid] = tap < p.filter_rows * p.filter_cols ? m - tap * gcin : Index(-1);
+  }
+}
+
+// Row r of a folded tile at output pixel (img, oh, ow) (ok: the pixel exists): x of the
+// row's tap and channel, 0 where the tap reads padding. ci0: the group's first channel.
+template <typename T, typename Index, int kRows>
+__device__ __forceinline__ T FoldedX(const Conv2DParams<Index>& p, const T* x, const FoldedRows<Index, kRows>& rows,
+                                     int r, bool ok, Index img, Index oh, Index ow, Index ci0) {
+  const Index ci = rows.ci[r];
+  const Index ih = oh * p.stride_rows + rows.dh[r], iw = ow * p.stride_cols + rows.dw[r];
+  const bool in = ok && ci >= 0 && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
+  return in ? x[((img * p.in_rows + ih) * p.in_cols + iw) * p.in_depth + ci0 + ci] : FromAcc<T>(Acc<T>(0));
+}
+
 // Out is T when the plan has one split (final values), Acc<T> for partial sums.
-template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
+// kFold: the rows span taps (FoldedRows; m_tiles over taps * Cg, one tap in the grid).
+template <typename T, typename Out, typename Index, bool kVec, bool kGrouped, bool kFold>
 __global__ void __launch_bounds__(kThreads)
     Conv2DBackpropFilterKernel(Conv2DParams<Index> p, const T* __restrict__ x, const T* __restrict__ dy,
                                Out* __restrict__ out, Index m_tiles, Index n_tiles, Index taps, Index splits) {
   using A = Acc<T>;
   __shared__ A as[kTileK][kTileM];
   __shared__ A bs[kTileK][kTileN];
+  __shared__ FoldedRows<Index, kTileM> folded;
   const int tid = static_cast<int>(threadIdx.x);
   const int tx = tid % 16, ty = tid / 16;
   // Loader roles: 4 consecutive channels of one pixel.
@@ -373,12 +411,17 @@ __global__ void __launch_bounds__(kThreads)
   const Index cin = p.in_depth, cout = p.out_depth;
   const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
   const Index filter_elements = taps * gcin * cout;
+  const Index rows = kFold ? taps * gcin : gcin;  // of the GEMM, per group
 
-  ForEachFilterTile<kGrouped, kTileM, kTileN>(p, taps, splits, m_tiles, n_tiles,
+  ForEachFilterTile<kGrouped, kTileM, kTileN>(p, kFold ? Index(1) : taps, splits, m_tiles, n_tiles,
                              [&](Index tap, Index split, Index dh, Index dw, Index p_begin,
                                  Index p_end, Index group, Index m0, Index n0) {
     // The group's first channels of x and dy (indices: see the input gradient).
     const Index ci0 = kGrouped ? group * gcin : Index(0), co0 = kGrouped ? group * gcout : Index(0);
+    if constexpr (kFold) {
+      SetFoldedRows(p, gcin, m0, tid, folded);  // the last tile's readers are past its final barrier
+      __syncthreads();
+    }
     A acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -395,12 +438,17 @@ __global__ void __launch_bounds__(kThreads)
         oh = rem / p.out_cols;
         ow = rem - oh * p.out_cols;
       }
-      const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
-      const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
-      const T* x_row = x + ((x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0)) + ci0);
       const T* dy_row = dy + ((ok ? pix * cout : Index(0)) + co0);
       A va[4], vb[4];
-      LoadQuad<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), gcin, va);
+      if constexpr (kFold) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) va[i] = ToAcc(FoldedX(p, x, folded, load_c + i, ok, img, oh, ow, ci0));
+      } else {
+        const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
+        const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
+        const T* x_row = x + ((x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0)) + ci0);
+        LoadQuad<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), gcin, va);
+      }
       LoadQuad<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), gcout, vb);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -412,12 +460,13 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
 
-    // dW[tap][ci][group * Og + co]: the group's columns of its Cg filter rows.
+    // dW[tap][ci][group * Og + co]: the group's columns of its Cg filter rows (folded:
+    // tap is 0 and row m is tap * Cg + ci).
     Out* base = out + split * filter_elements + tap * gcin * cout + co0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const Index ci = m0 + ty * 4 + i;
-      if (ci < gcin) StoreQuad<kVec>(base + ci * cout, static_cast<Index>(n0 + tx * 4), gcout, acc[i]);
+      const Index m = m0 + ty * 4 + i;
+      if (m < rows) StoreQuad<kVec>(base + m * cout, static_cast<Index>(n0 + tx * 4), gcout, acc[i]);
     }
   });
 }
@@ -607,24 +656,30 @@ __global__ void __launch_bounds__(kTcThreads)
   });
 }
 
-template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
+template <typename T, typename Out, typename Index, bool kVec, bool kGrouped, bool kFold>
 __global__ void __launch_bounds__(kTcThreads)
     Conv2DBackpropFilterTcKernel(Conv2DParams<Index> p, const T* __restrict__ x, const T* __restrict__ dy,
                                  Out* __restrict__ out, Index m_tiles, Index n_tiles, Index taps, Index splits) {
   alignas(32) __shared__ T as[kTcK * kTcLdMN];  // [pixel][in channel]: A column-major
   alignas(32) __shared__ T bs[kTcK * kTcLdMN];  // [pixel][out channel]
   alignas(32) __shared__ float cs[kTcM * kTcLdC];
+  __shared__ FoldedRows<Index, kTcM> folded;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
   const int load_k = tid / 4, load_c = (tid % 4) * 16;  // pixel of the step, 16 channels
   const Index cin = p.in_depth, cout = p.out_depth;
   const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
   const Index filter_elements = taps * gcin * cout;
+  const Index rows = kFold ? taps * gcin : gcin;  // of the GEMM, per group
 
-  ForEachFilterTile<kGrouped, kTcM, kTcN>(p, taps, splits, m_tiles, n_tiles,
+  ForEachFilterTile<kGrouped, kTcM, kTcN>(p, kFold ? Index(1) : taps, splits, m_tiles, n_tiles,
                              [&](Index tap, Index split, Index dh, Index dw, Index p_begin,
                                  Index p_end, Index group, Index m0, Index n0) {
     const Index ci0 = kGrouped ? group * gcin : Index(0), co0 = kGrouped ? group * gcout : Index(0);
+    if constexpr (kFold) {
+      SetFoldedRows(p, gcin, m0, tid, folded);  // the last tile's readers are past its final barrier
+      __syncthreads();
+    }
     FragAcc<T> acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -641,11 +696,18 @@ __global__ void __launch_bounds__(kTcThreads)
         oh = rem / p.out_cols;
         ow = rem - oh * p.out_cols;
       }
-      const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
-      const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
-      const T* x_row = x + ((x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0)) + ci0);
       const T* dy_row = dy + ((ok ? pix * cout : Index(0)) + co0);
-      Copy16<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), gcin, as + load_k * kTcLdMN + load_c);
+      if constexpr (kFold) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          as[load_k * kTcLdMN + load_c + i] = FoldedX(p, x, folded, load_c + i, ok, img, oh, ow, ci0);
+        }
+      } else {
+        const Index ih = oh * p.stride_rows + dh, iw = ow * p.stride_cols + dw;
+        const bool x_ok = ok && ih >= 0 && ih < p.in_rows && iw >= 0 && iw < p.in_cols;
+        const T* x_row = x + ((x_ok ? ((img * p.in_rows + ih) * p.in_cols + iw) * cin : Index(0)) + ci0);
+        Copy16<kVec>(x_row, x_ok, static_cast<Index>(m0 + load_c), gcin, as + load_k * kTcLdMN + load_c);
+      }
       Copy16<kVec>(dy_row, ok, static_cast<Index>(n0 + load_c), gcout, bs + load_k * kTcLdMN + load_c);
       __syncthreads();
 #pragma unroll
@@ -666,9 +728,9 @@ __global__ void __launch_bounds__(kTcThreads)
 
     StageAccumulators(cs, wm, wn, acc);
     __syncthreads();
-    const Index ci = m0 + tid / 2;
-    if (ci < gcin) {
-      Out* row = out + split * filter_elements + (tap * gcin + ci) * cout + co0;
+    const Index m = m0 + tid / 2;  // folded: tap is 0 and row m is tap * Cg + ci
+    if (m < rows) {
+      Out* row = out + split * filter_elements + (tap * gcin + m) * cout + co0;
       StoreRow32<kVec, T>(row, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
                        gcout);
     }
@@ -711,33 +773,58 @@ auto InputKernel(bool vec, bool grouped) {
   }
   return grouped ? Conv2DBackpropInputKernel<T, Index, false, true> : Conv2DBackpropInputKernel<T, Index, false, false>;
 }
-template <typename T, typename Out, typename Index>
-auto TcFilterKernel(bool vec, bool grouped) {
-  if (vec) {
-    return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, true, true>
-                   : Conv2DBackpropFilterTcKernel<T, Out, Index, true, false>;
-  }
-  return grouped ? Conv2DBackpropFilterTcKernel<T, Out, Index, false, true>
-                 : Conv2DBackpropFilterTcKernel<T, Out, Index, false, false>;
+template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
+auto TcFilterKernelFolded(bool fold) {
+  return fold ? Conv2DBackpropFilterTcKernel<T, Out, Index, kVec, kGrouped, true>
+              : Conv2DBackpropFilterTcKernel<T, Out, Index, kVec, kGrouped, false>;
 }
 template <typename T, typename Out, typename Index>
-auto FilterKernel(bool vec, bool grouped) {
+auto TcFilterKernel(bool vec, bool grouped, bool fold) {
   if (vec) {
-    return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, true, true>
-                   : Conv2DBackpropFilterKernel<T, Out, Index, true, false>;
+    return grouped ? TcFilterKernelFolded<T, Out, Index, true, true>(fold)
+                   : TcFilterKernelFolded<T, Out, Index, true, false>(fold);
   }
-  return grouped ? Conv2DBackpropFilterKernel<T, Out, Index, false, true>
-                 : Conv2DBackpropFilterKernel<T, Out, Index, false, false>;
+  return grouped ? TcFilterKernelFolded<T, Out, Index, false, true>(fold)
+                 : TcFilterKernelFolded<T, Out, Index, false, false>(fold);
+}
+template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
+auto FilterKernelFolded(bool fold) {
+  return fold ? Conv2DBackpropFilterKernel<T, Out, Index, kVec, kGrouped, true>
+              : Conv2DBackpropFilterKernel<T, Out, Index, kVec, kGrouped, false>;
+}
+template <typename T, typename Out, typename Index>
+auto FilterKernel(bool vec, bool grouped, bool fold) {
+  if (vec) {
+    return grouped ? FilterKernelFolded<T, Out, Index, true, true>(fold)
+                   : FilterKernelFolded<T, Out, Index, true, false>(fold);
+  }
+  return grouped ? FilterKernelFolded<T, Out, Index, false, true>(fold)
+                 : FilterKernelFolded<T, Out, Index, false, false>(fold);
 }
 
+// Whether a filter gradient folds its taps into the GEMM rows (FoldedRows): when a
+// group's input channels fill at most a quarter of a tile's 64 rows and there are
+// taps to fold. The gathered A operand costs scalar loads; the threshold is a first
+// guess, not measured (no GPU at hand when it was written).
+bool FoldTaps(const ConvGeometry& g) {
+  return g.filter_rows * g.filter_cols > 1 && 4 * g.group_in_depth() <= kTileM;
+}
+
+// The folded kernels' vector condition: dy and dW (and the partial sums) only, x is gathered.
+bool FoldedVecOk(const ConvGeometry& g, int64_t v, int64_t bytes, const void* dy, const void* dw,
+                 const void* scratch) {
+  auto aligned = [bytes](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  return g.out_depth % v == 0 && g.group_out_depth() % v == 0 && aligned(dy) && aligned(dw) && aligned(scratch);
+}
 }  // namespace
 
 SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes) {
   SplitPlan plan;
   const int64_t pixels = g.batch * g.out_rows * g.out_cols;
   const int64_t taps = g.filter_rows * g.filter_cols;
-  const int64_t tiles =
-      taps * g.groups * CeilDiv(g.group_in_depth(), kTileM) * CeilDiv(g.group_out_depth(), kTileN);
+  const int64_t row_tiles =
+      FoldTaps(g) ? CeilDiv(taps * g.group_in_depth(), kTileM) : taps * CeilDiv(g.group_in_depth(), kTileM);
+  const int64_t tiles = row_tiles * g.groups * CeilDiv(g.group_out_depth(), kTileN);
   int64_t splits = std::max<int64_t>(1, std::min(CeilDiv(kTargetBlocks, tiles), CeilDiv(pixels, kMinPixelsPerSplit)));
   const int64_t max_by_scratch = std::max<int64_t>(1, kMaxScratchBytes / (g.filter_elements * acc_bytes));
   splits = std::min(splits, max_by_scratch);
@@ -785,10 +872,13 @@ Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, bool
   Conv2DParams<Index> p = MakeParams<Index>(g);
   p.pixels_per_split = static_cast<Index>(plan.pixels_per_split);
   const int64_t taps = g.filter_rows * g.filter_cols;
-  // Tiles per group; the groups' output-channel tiles side by side in grid x.
-  const int64_t m_tiles = CeilDiv(g.group_in_depth(), kTileM), n_tiles = CeilDiv(g.group_out_depth(), kTileN);
+  // Tiles per group; the groups' output-channel tiles side by side in grid x. Folded,
+  // the row tiles span every tap and the grid has one tap.
+  const bool fold = FoldTaps(g);
+  const int64_t m_tiles = CeilDiv((fold ? taps : 1) * g.group_in_depth(), kTileM);
+  const int64_t n_tiles = CeilDiv(g.group_out_depth(), kTileN);
   const dim3 grid(GridDim(n_tiles * g.groups, kMaxGridX), GridDim(m_tiles, kMaxGridYZ),
-                  GridDim(taps * plan.splits, kMaxGridYZ));
+                  GridDim((fold ? 1 : taps) * plan.splits, kMaxGridYZ));
   const Index mt = static_cast<Index>(m_tiles), nt = static_cast<Index>(n_tiles), tp = static_cast<Index>(taps);
   const Index sp = static_cast<Index>(plan.splits);
   // One split: final values straight into dw; else partial sums into scratch, then SumSplits.
@@ -797,20 +887,24 @@ Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, bool
   Status s;
   if constexpr (kHasTcKernel<T>) {
     if (UsesTensorCores<T>(tf32)) {
-      const bool vec = TcVecOk<T>(g, x, dy, dw) && reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
-      s = plan.splits == 1 ? Launch("Conv2DBackpropFilterTcKernel", TcFilterKernel<T, T, Index>(vec, grouped), grid,
-                                    dim3(kTcThreads), stream, p, x, dy, dw, mt, nt, tp, sp)
-                           : Launch("Conv2DBackpropFilterTcKernel", TcFilterKernel<T, Acc<T>, Index>(vec, grouped),
-                                    grid, dim3(kTcThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
+      const bool vec = fold ? FoldedVecOk(g, kTcVec<T>, 16, dy, dw, scratch)
+                            : TcVecOk<T>(g, x, dy, dw) && reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
+      s = plan.splits == 1
+              ? Launch("Conv2DBackpropFilterTcKernel", TcFilterKernel<T, T, Index>(vec, grouped, fold), grid,
+                       dim3(kTcThreads), stream, p, x, dy, dw, mt, nt, tp, sp)
+              : Launch("Conv2DBackpropFilterTcKernel", TcFilterKernel<T, Acc<T>, Index>(vec, grouped, fold), grid,
+                       dim3(kTcThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
     }
   }
   if constexpr (!kTensorCore<T>) {
     if (!UsesTensorCores<T>(tf32)) {
-      const bool vec = VecOk<T>(g, x, dy, dw) && AlignedFor<Acc<T>>(scratch, 4);
-      s = plan.splits == 1 ? Launch("Conv2DBackpropFilterKernel", FilterKernel<T, T, Index>(vec, grouped), grid,
+      static_assert(std::is_same_v<T, Acc<T>>, "the CUDA-core filter kernels take float and double");
+      const bool vec = fold ? FoldedVecOk(g, 4, 4 * sizeof(T), dy, dw, scratch)
+                            : VecOk<T>(g, x, dy, dw) && AlignedFor<Acc<T>>(scratch, 4);
+      s = plan.splits == 1 ? Launch("Conv2DBackpropFilterKernel", FilterKernel<T, T, Index>(vec, grouped, fold), grid,
                                     dim3(kThreads), stream, p, x, dy, dw, mt, nt, tp, sp)
-                           : Launch("Conv2DBackpropFilterKernel", FilterKernel<T, Acc<T>, Index>(vec, grouped), grid,
-                                    dim3(kThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
+                           : Launch("Conv2DBackpropFilterKernel", FilterKernel<T, Acc<T>, Index>(vec, grouped, fold),
+                                    grid, dim3(kThreads), stream, p, x, dy, partial, mt, nt, tp, sp);
     }
   }
   if (!s.ok() || plan.splits == 1) return s;
