@@ -42,6 +42,7 @@
 #include "tests/core/naive_reference.h"
 #include "tf_ops/cuda/device.h"
 #include "tf_ops/cuda/engine.h"
+#include "tf_ops/cuda/kernels.h"
 #include "tf_ops/core/geometry.h"
 
 namespace tf_conv_backprop {
@@ -448,6 +449,11 @@ constexpr ListedCase kExplicitCases[] = {
     // partial), and 3 channels per group, dilated, explicitly padded, in NCHW.
     {kNhwc, Padding::kSame, 2, 15, 16, 3, 7, 7, 16, 2, 2, 1, 1, {0, 0, 0, 0}, 1, false},
     {kNchw, Padding::kExplicit, 1, 9, 10, 6, 3, 3, 20, 1, 2, 2, 1, {2, 0, 1, 3}, 2, false},
+    // Input gradients splitting their reduction over output channels (few tiles, many
+    // channels: 3x3 512@7's shape, smaller), in 8 splits; and 2 groups of 3 splits
+    // with a partial last range (70 = 32 + 32 + 6 channels), NCHW, misaligned.
+    {kNhwc, Padding::kSame, 1, 3, 4, 64, 3, 3, 256, 1, 1, 1, 1, {0, 0, 0, 0}, 1, false},
+    {kNchw, Padding::kSame, 1, 4, 3, 40, 3, 3, 140, 1, 1, 1, 1, {0, 0, 0, 0}, 2, true},
 };
 
 // The listed cases as configurations of both conv2d ops in each of their dtypes;
@@ -660,7 +666,7 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   for (const Config& c : ListedConfigs(seed, emulated)) configs.push_back(c);
   int passed = 0, failed = 0;
   int grouped_drawn = 0, grouped_listed = 0, grouped_failed = 0;
-  int tf32_checked = 0, tf32_failed = 0;
+  int tf32_checked = 0, tf32_failed = 0, split_checked = 0, split_failed = 0;
   int per_cell[4][kNumDTypes][2] = {};
   // Inputs and references on CPU threads, a batch at a time; device runs in order.
   const size_t batch = 64;
@@ -681,6 +687,11 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
       if (c.geo.groups != 1) {
         ++(c.listed ? grouped_listed : grouped_drawn);
         grouped_failed += !why.empty();
+      }
+      if (c.op == OpKind::kConv2DBackpropInput && c.geo.groups >= 1 &&
+          cuda::PlanConv2DBackpropInput(c.geo, 4).splits > 1) {
+        ++split_checked;
+        split_failed += !why.empty();
       }
       if (c.tf32 && !IsDepthwise(c.op)) {
         ++tf32_checked;
@@ -710,6 +721,11 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   std::printf("grouped conv2d configurations checked: %d (%d drawn, %d listed), %d failed\n",
               grouped_drawn + grouped_listed, grouped_drawn, grouped_listed, grouped_failed);
   std::printf("float32 conv2d configurations with TF32 allowed: %d, %d failed\n", tf32_checked, tf32_failed);
+  std::printf("input gradients splitting their reduction: %d, %d failed\n", split_checked, split_failed);
+  if (split_checked == 0) {
+    std::printf("FAIL no input gradient with a split reduction was checked\n");
+    ++failed;
+  }
   if (tf32_checked == 0) {
     std::printf("FAIL no TF32 configuration was checked\n");
     ++failed;

@@ -11,7 +11,10 @@
 // quarter of the tap work) and needs no division per element. The GEMM per phase is
 //   [pixels of the phase] x [Cin], reducing over (valid taps) x [Cout].
 // Strides whose phase count would be large (s_r * s_c > kMaxPhases) use one phase
-// and test each (pixel, tap) instead.
+// and test each (pixel, tap) instead. Layers with few tiles (small images, many
+// channels) split the reduction over output channels (PlanConv2DBackpropInput):
+// each split sums every tap over its range of channels into scratch, and SumSplits
+// adds the splits in order, as for the filter gradients below.
 //
 // Filter gradient. dW[kh, kw, ci, co] = sum over output pixels p = (n, oh, ow) of
 //   x[n, oh*s - pad + kh*d, ow*s - pad + kw*d, ci] * dy[p, co]   (0 outside the image)
@@ -68,6 +71,11 @@ constexpr int kMaxPhases = 64;
 constexpr int64_t kTargetBlocks = 1024;
 constexpr int64_t kMinPixelsPerSplit = 256;
 constexpr int64_t kMaxScratchBytes = int64_t{256} << 20;
+// Input gradients with fewer tiles than this split their reduction (3x3 512@7 at
+// batch 8 has 56 tiles for a GPU of 132 SMs), each split summing at least
+// kMinProductsPerSplit products per element.
+constexpr int64_t kMinInputBlocks = kTargetBlocks / 4;
+constexpr int64_t kMinProductsPerSplit = 256;
 
 template <typename Index>
 struct Conv2DParams : WindowParams<Index> {
@@ -78,9 +86,24 @@ struct Conv2DParams : WindowParams<Index> {
   // the pads reduced modulo them.
   Index phase_rows, phase_cols, pad_top_mod, pad_left_mod;
   bool phased;
-  // Filter gradient: pixels per split.
-  Index pixels_per_split;
+  // Filter gradient: pixels per split. Input gradient: output channels (of a group)
+  // per split.
+  Index pixels_per_split, channels_per_split;
 };
+
+// Whether the input gradient groups its pixels by stride phase (see the top).
+bool Phased(const ConvGeometry& g) { return g.stride_rows * g.stride_cols <= kMaxPhases; }
+
+// An input gradient's tile grid: phases, pixel tiles of the largest phase (blocks past
+// a smaller phase's end return at once), channel tiles per group.
+struct InputGrid {
+  int64_t phases, m_tiles, n_tiles;
+};
+InputGrid InputGridOf(const ConvGeometry& g) {
+  const int64_t pr = Phased(g) ? g.stride_rows : 1, pc = Phased(g) ? g.stride_cols : 1;
+  const int64_t max_pixels = g.batch * CeilDiv(g.in_rows, pr) * CeilDiv(g.in_cols, pc);
+  return {pr * pc, CeilDiv(max_pixels, kTileM), CeilDiv(g.group_in_depth(), kTileN)};
+}
 
 template <typename Index>
 Conv2DParams<Index> MakeParams(const ConvGeometry& g) {
@@ -90,12 +113,13 @@ Conv2DParams<Index> MakeParams(const ConvGeometry& g) {
   p.groups = static_cast<Index>(g.groups);
   p.group_in_depth = static_cast<Index>(g.group_in_depth());
   p.group_out_depth = static_cast<Index>(g.group_out_depth());
-  p.phased = g.stride_rows * g.stride_cols <= kMaxPhases;
+  p.phased = Phased(g);
   p.phase_rows = p.phased ? p.stride_rows : 1;
   p.phase_cols = p.phased ? p.stride_cols : 1;
   p.pad_top_mod = static_cast<Index>(g.pad_top % (p.phased ? g.stride_rows : 1));
   p.pad_left_mod = static_cast<Index>(g.pad_left % (p.phased ? g.stride_cols : 1));
   p.pixels_per_split = 0;
+  p.channels_per_split = p.group_out_depth;
   return p;
 }
 
@@ -169,23 +193,25 @@ __device__ __forceinline__ void ForEachPhaseTap(const Conv2DParams<Index>& p, co
   }
 }
 
-// fn(ph, m0, group, n0) for this block's tiles of an input gradient: (phase, tile
-// of kM pixels of the phase, group, tile of kN of the group's input channels, n0
-// counted from the group's first) in grid-stride order, pixel tiles past the phase's
-// pixels skipped (uniformly over the block). `n_tiles` is per group; grid y runs
-// over groups * n_tiles. !kGrouped (groups == 1): the group is the constant 0.
-template <bool kGrouped, int kM, int kN, typename Index, typename Fn>
-__device__ __forceinline__ void ForEachInputTile(const Conv2DParams<Index>& p, Index phases, Index m_tiles,
-                                                 Index n_tiles, Fn fn) {
+// fn(ph, split, m0, group, n0) for this block's tiles of an input gradient: (phase,
+// split of the output channels, tile of kM pixels of the phase, group, tile of kN of
+// the group's input channels, n0 counted from the group's first) in grid-stride
+// order, pixel tiles past the phase's pixels skipped (uniformly over the block).
+// `n_tiles` is per group; grid y runs over groups * n_tiles, grid z over phases *
+// splits. !kGrouped (groups == 1): the group is the constant 0; !kSplit: the split.
+template <bool kGrouped, bool kSplit, int kM, int kN, typename Index, typename Fn>
+__device__ __forceinline__ void ForEachInputTile(const Conv2DParams<Index>& p, Index phases, Index splits,
+                                                 Index m_tiles, Index n_tiles, Fn fn) {
   const Index group_tiles = kGrouped ? n_tiles * p.groups : n_tiles;
-  for (Index phase = blockIdx.z; phase < phases; phase += gridDim.z) {
+  for (Index z = blockIdx.z; z < (kSplit ? phases * splits : phases); z += gridDim.z) {
+    const Index phase = kSplit ? z % phases : z, split = kSplit ? z / phases : Index(0);
     const Phase<Index> ph = PhaseOf(p, phase);
     for (Index tile = blockIdx.y; tile < group_tiles; tile += gridDim.y) {
       const Index group = kGrouped ? tile / n_tiles : Index(0), tile_n = tile - group * n_tiles;
       for (Index tile_m = blockIdx.x; tile_m < m_tiles; tile_m += gridDim.x) {
         const Index m0 = tile_m * kM;
         if (m0 >= ph.pixels) break;
-        fn(ph, m0, group, static_cast<Index>(tile_n * kN));
+        fn(ph, split, m0, group, static_cast<Index>(tile_n * kN));
       }
     }
   }
@@ -290,12 +316,19 @@ __device__ __forceinline__ void StoreQuad(Out* row, Index c, Index limit, const 
 
 // ---- input gradient ------------------------------------------------------------
 
+// What an input-gradient kernel writes: dx itself, or a split's partial sums.
+template <typename T, bool kSplit>
+using SplitOut = std::conditional_t<kSplit, Acc<T>, T>;
+
 // kGrouped: whether groups > 1 (grouped instances hold the group's channel offsets
-// in registers; dense ones compile to exactly the ungrouped kernel).
-template <typename T, typename Index, bool kVec, bool kGrouped>
+// in registers; dense ones compile to exactly the ungrouped kernel). kSplit: the
+// output channels are split (dx: each split's partial sums, Acc<T>); the split's
+// channel range and offsets cost registers (spills) the common single split is spared.
+template <typename T, typename Index, bool kVec, bool kGrouped, bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     Conv2DBackpropInputKernel(Conv2DParams<Index> p, const T* __restrict__ filter, const T* __restrict__ dy,
-                              T* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases) {
+                              SplitOut<T, kSplit>* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases,
+                              Index splits) {
   using A = Acc<T>;
   __shared__ A as[kTileK][kTileM];
   __shared__ A bs[kTileK][kTileN];
@@ -306,8 +339,10 @@ __global__ void __launch_bounds__(kThreads)
   const Index cin = p.in_depth, cout = p.out_depth;
   const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
 
-  ForEachInputTile<kGrouped, kTileM, kTileN>(p, phases, m_tiles, n_tiles,
-                                   [&](const Phase<Index>& ph, Index m0, Index group, Index n0) {
+  const Index split_elements = p.batch * p.in_rows * p.in_cols * cin;
+
+  ForEachInputTile<kGrouped, kSplit, kTileM, kTileN>(p, phases, splits, m_tiles, n_tiles,
+                                   [&](const Phase<Index>& ph, Index split, Index m0, Index group, Index n0) {
     // This thread's A row: one input pixel of the phase.
     const Index m = m0 + load_row;
     const bool row_ok = m < ph.pixels;
@@ -321,6 +356,9 @@ __global__ void __launch_bounds__(kThreads)
     // reduction (the kernel parameters take none) and made grouped instances spill.
     const Index co0 = kGrouped ? group * gcout : Index(0);
 
+    // This split's output channels of the group.
+    const Index k_begin = kSplit ? split * p.channels_per_split : Index(0);
+    const Index k_end = kSplit ? Min(gcout, k_begin + p.channels_per_split) : gcout;
     A acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -330,10 +368,10 @@ __global__ void __launch_bounds__(kThreads)
     ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
       const T* dy_row = dy + (dy_pixel * cout + co0);
       const T* w_row = filter + (((kh * p.filter_cols + kw) * gcin + (ci_ok ? ci_load : Index(0))) * cout + co0);
-      for (Index k0 = 0; k0 < gcout; k0 += kTileK) {
+      for (Index k0 = k_begin; k0 < k_end; k0 += kTileK) {
         A va[4], vb[4];
-        LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), gcout, va);
-        LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), gcout, vb);
+        LoadQuad<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), k_end, va);
+        LoadQuad<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), k_end, vb);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           as[load_k + i][load_row] = va[i];
@@ -350,7 +388,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < 4; ++i) {
       const Index mm = m0 + ty * 4 + i;
       if (mm >= ph.pixels) break;
-      T* out = dx + (DxOffset(p, ph, mm, cin) + (kGrouped ? group * gcin : Index(0)));
+      auto* out = dx + ((kSplit ? split * split_elements : Index(0)) + DxOffset(p, ph, mm, cin) +
+                        (kGrouped ? group * gcin : Index(0)));
       StoreQuad<kVec>(out, static_cast<Index>(n0 + tx * 4), gcin, acc[i]);
     }
   });
@@ -590,10 +629,11 @@ __device__ __forceinline__ void StoreRow32(Out* out, const float* staged, Index 
   }
 }
 
-template <typename T, typename Index, bool kVec, bool kGrouped>
+template <typename T, typename Index, bool kVec, bool kGrouped, bool kSplit>
 __global__ void __launch_bounds__(kTcThreads)
     Conv2DBackpropInputTcKernel(Conv2DParams<Index> p, const T* __restrict__ filter, const T* __restrict__ dy,
-                                T* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases) {
+                                SplitOut<T, kSplit>* __restrict__ dx, Index m_tiles, Index n_tiles, Index phases,
+                                Index splits) {
   alignas(32) __shared__ T as[kTcM * kTcLdK];  // [pixel][out channel]
   alignas(32) __shared__ T bs[kTcN * kTcLdK];  // [in channel][out channel]: B column-major
   alignas(32) __shared__ float cs[kTcM * kTcLdC];
@@ -603,8 +643,10 @@ __global__ void __launch_bounds__(kTcThreads)
   const Index cin = p.in_depth, cout = p.out_depth;
   const Index gcin = kGrouped ? p.group_in_depth : cin, gcout = kGrouped ? p.group_out_depth : cout;
 
-  ForEachInputTile<kGrouped, kTcM, kTcN>(p, phases, m_tiles, n_tiles,
-                               [&](const Phase<Index>& ph, Index m0, Index group, Index n0) {
+  const Index split_elements = p.batch * p.in_rows * p.in_cols * cin;
+
+  ForEachInputTile<kGrouped, kSplit, kTcM, kTcN>(p, phases, splits, m_tiles, n_tiles,
+                               [&](const Phase<Index>& ph, Index split, Index m0, Index group, Index n0) {
     const Index m = m0 + load_row;
     const bool row_ok = m < ph.pixels;
     Index img = 0, ra = 0, cb = 0;
@@ -613,6 +655,8 @@ __global__ void __launch_bounds__(kTcThreads)
     const bool ci_ok = ci_load < gcin;
     const Index co0 = kGrouped ? group * gcout : Index(0);  // see Conv2DBackpropInputKernel
 
+    const Index k_begin = kSplit ? split * p.channels_per_split : Index(0);
+    const Index k_end = kSplit ? Min(gcout, k_begin + p.channels_per_split) : gcout;
     FragAcc<T> acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -622,9 +666,9 @@ __global__ void __launch_bounds__(kTcThreads)
     ForEachPhaseTap(p, ph, row_ok, img, ra, cb, [&](Index kh, Index kw, bool ok, Index dy_pixel) {
       const T* dy_row = dy + (dy_pixel * cout + co0);
       const T* w_row = filter + (((kh * p.filter_cols + kw) * gcin + (ci_ok ? ci_load : Index(0))) * cout + co0);
-      for (Index k0 = 0; k0 < gcout; k0 += kTcK) {
-        Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), gcout, as + load_row * kTcLdK + load_k);
-        Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), gcout, bs + load_row * kTcLdK + load_k);
+      for (Index k0 = k_begin; k0 < k_end; k0 += kTcK) {
+        Copy16<kVec>(dy_row, ok, static_cast<Index>(k0 + load_k), k_end, as + load_row * kTcLdK + load_k);
+        Copy16<kVec>(w_row, ci_ok, static_cast<Index>(k0 + load_k), k_end, bs + load_row * kTcLdK + load_k);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < kTcK; kk += TcOperand<T>::kK) {
@@ -648,7 +692,8 @@ __global__ void __launch_bounds__(kTcThreads)
     // Thread: row tid / 2 of the tile, 32 channels from (tid % 2) * 32.
     const Index mm = m0 + tid / 2;
     if (mm < ph.pixels) {
-      T* out = dx + (DxOffset(p, ph, mm, cin) + (kGrouped ? group * gcin : Index(0)));
+      auto* out = dx + ((kSplit ? split * split_elements : Index(0)) + DxOffset(p, ph, mm, cin) +
+                        (kGrouped ? group * gcin : Index(0)));
       StoreRow32<kVec, T>(out, cs + (tid / 2) * kTcLdC + (tid % 2) * 32, static_cast<Index>(n0 + (tid % 2) * 32),
                        gcin);
     }
@@ -759,19 +804,23 @@ bool TcVecOk(const ConvGeometry& g, const void* a, const void* b, const void* c)
 }
 
 // The kernel instances for (vec, grouped).
-template <typename T, typename Index>
+template <typename T, typename Index, bool kSplit>
 auto TcInputKernel(bool vec, bool grouped) {
   if (vec) {
-    return grouped ? Conv2DBackpropInputTcKernel<T, Index, true, true> : Conv2DBackpropInputTcKernel<T, Index, true, false>;
+    return grouped ? Conv2DBackpropInputTcKernel<T, Index, true, true, kSplit>
+                   : Conv2DBackpropInputTcKernel<T, Index, true, false, kSplit>;
   }
-  return grouped ? Conv2DBackpropInputTcKernel<T, Index, false, true> : Conv2DBackpropInputTcKernel<T, Index, false, false>;
+  return grouped ? Conv2DBackpropInputTcKernel<T, Index, false, true, kSplit>
+                 : Conv2DBackpropInputTcKernel<T, Index, false, false, kSplit>;
 }
-template <typename T, typename Index>
+template <typename T, typename Index, bool kSplit>
 auto InputKernel(bool vec, bool grouped) {
   if (vec) {
-    return grouped ? Conv2DBackpropInputKernel<T, Index, true, true> : Conv2DBackpropInputKernel<T, Index, true, false>;
+    return grouped ? Conv2DBackpropInputKernel<T, Index, true, true, kSplit>
+                   : Conv2DBackpropInputKernel<T, Index, true, false, kSplit>;
   }
-  return grouped ? Conv2DBackpropInputKernel<T, Index, false, true> : Conv2DBackpropInputKernel<T, Index, false, false>;
+  return grouped ? Conv2DBackpropInputKernel<T, Index, false, true, kSplit>
+                 : Conv2DBackpropInputKernel<T, Index, false, false, kSplit>;
 }
 template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
 auto TcFilterKernelFolded(bool fold) {
@@ -818,6 +867,26 @@ bool FoldedVecOk(const ConvGeometry& g, int64_t v, int64_t bytes, const void* dy
 }
 }  // namespace
 
+SplitPlan PlanConv2DBackpropInput(const ConvGeometry& g, int64_t acc_bytes) {
+  SplitPlan plan;
+  const InputGrid tiles = InputGridOf(g);
+  const int64_t blocks = tiles.phases * tiles.m_tiles * tiles.n_tiles * g.groups;
+  const int64_t gcout = g.group_out_depth();
+  const int64_t taps_per_phase = std::max<int64_t>(1, g.filter_rows * g.filter_cols / tiles.phases);
+  int64_t splits = 1;
+  if (blocks == 0 || gcout == 0 || g.input_elements == 0) return plan;  // nothing to reduce: the engine zero-fills
+  if (blocks < kMinInputBlocks) {
+    splits = std::min({CeilDiv(kTargetBlocks / 2, blocks), taps_per_phase * gcout / kMinProductsPerSplit,
+                       CeilDiv(gcout, kTcK), kMaxScratchBytes / (g.input_elements * acc_bytes)});
+    splits = std::max<int64_t>(1, splits);
+  }
+  plan.channels_per_split = CeilDiv(CeilDiv(gcout, splits), kTcK) * kTcK;  // whole steps of either kernel
+  plan.splits = CeilDiv(gcout, plan.channels_per_split);
+  plan.partial_elements = g.input_elements;
+  plan.scratch_bytes = plan.splits > 1 ? plan.splits * g.input_elements * acc_bytes : 0;
+  return plan;
+}
+
 SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes) {
   SplitPlan plan;
   const int64_t pixels = g.batch * g.out_rows * g.out_cols;
@@ -836,34 +905,41 @@ SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes) {
 }
 
 template <typename T, typename Index>
-Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const T* filter, const T* dy,
-                               T* dx) {
-  const Conv2DParams<Index> p = MakeParams<Index>(g);
-  const int64_t phases = int64_t{p.phase_rows} * p.phase_cols;
-  // Tiles of the largest phase; blocks past a smaller phase's end return at once.
-  const int64_t max_pixels =
-      g.batch * CeilDiv(g.in_rows, static_cast<int64_t>(p.phase_rows)) * CeilDiv(g.in_cols, static_cast<int64_t>(p.phase_cols));
-  // Channel tiles per group; the groups' tiles side by side in grid y.
-  const int64_t m_tiles = CeilDiv(max_pixels, kTileM), n_tiles = CeilDiv(g.group_in_depth(), kTileN);
-  const dim3 grid(GridDim(m_tiles, kMaxGridX), GridDim(n_tiles * g.groups, kMaxGridYZ),
-                  GridDim(phases, kMaxGridYZ));
-  const Index mt = static_cast<Index>(m_tiles), nt = static_cast<Index>(n_tiles), ph = static_cast<Index>(phases);
+Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const SplitPlan& plan,
+                               const T* filter, const T* dy, T* dx, void* scratch) {
+  Conv2DParams<Index> p = MakeParams<Index>(g);
+  p.channels_per_split = static_cast<Index>(plan.channels_per_split);
+  const InputGrid tiles = InputGridOf(g);
+  // The groups' channel tiles side by side in grid y, the splits' phases in grid z.
+  const dim3 grid(GridDim(tiles.m_tiles, kMaxGridX), GridDim(tiles.n_tiles * g.groups, kMaxGridYZ),
+                  GridDim(tiles.phases * plan.splits, kMaxGridYZ));
+  const Index mt = static_cast<Index>(tiles.m_tiles), nt = static_cast<Index>(tiles.n_tiles);
+  const Index ph = static_cast<Index>(tiles.phases), sp = static_cast<Index>(plan.splits);
   static_assert(kTcM == kTileM && kTcN == kTileN, "the tile grid is shared by both kernel families");
+  // One split: final values straight into dx; else partial sums into scratch, then SumSplits.
+  Acc<T>* partial = static_cast<Acc<T>*>(scratch);
   const bool grouped = g.groups > 1;
   Status s;
   if constexpr (kHasTcKernel<T>) {
     if (UsesTensorCores<T>(tf32)) {
-      s = Launch("Conv2DBackpropInputTcKernel", TcInputKernel<T, Index>(TcVecOk<T>(g, filter, dy, dx), grouped), grid,
-                 dim3(kTcThreads), stream, p, filter, dy, dx, mt, nt, ph);
+      const bool vec = TcVecOk<T>(g, filter, dy, dx) && reinterpret_cast<uintptr_t>(scratch) % 16 == 0;
+      s = plan.splits == 1 ? Launch("Conv2DBackpropInputTcKernel", TcInputKernel<T, Index, false>(vec, grouped), grid,
+                                    dim3(kTcThreads), stream, p, filter, dy, dx, mt, nt, ph, sp)
+                           : Launch("Conv2DBackpropInputTcKernel", TcInputKernel<T, Index, true>(vec, grouped), grid,
+                                    dim3(kTcThreads), stream, p, filter, dy, partial, mt, nt, ph, sp);
     }
   }
   if constexpr (!kTensorCore<T>) {
     if (!UsesTensorCores<T>(tf32)) {
-      s = Launch("Conv2DBackpropInputKernel", InputKernel<T, Index>(VecOk<T>(g, filter, dy, dx), grouped), grid,
-                 dim3(kThreads), stream, p, filter, dy, dx, mt, nt, ph);
+      const bool vec = VecOk<T>(g, filter, dy, dx) && AlignedFor<Acc<T>>(scratch, 4);
+      s = plan.splits == 1 ? Launch("Conv2DBackpropInputKernel", InputKernel<T, Index, false>(vec, grouped), grid,
+                                    dim3(kThreads), stream, p, filter, dy, dx, mt, nt, ph, sp)
+                           : Launch("Conv2DBackpropInputKernel", InputKernel<T, Index, true>(vec, grouped), grid,
+                                    dim3(kThreads), stream, p, filter, dy, partial, mt, nt, ph, sp);
     }
   }
-  return s;
+  if (!s.ok() || plan.splits == 1) return s;
+  return SumSplits<T, Index>(stream, partial, plan.splits, g.input_elements, dx);
 }
 
 template <typename T, typename Index>
@@ -912,15 +988,15 @@ Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, bool
 }
 
 #define TCB_INSTANTIATE(T, Index)                                                                              \
-  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const T*, const T*, \
-                                                    T*);                                                      \
+  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const SplitPlan&,  \
+                                                    const T*, const T*, T*, void*);                           \
   template Status Conv2DBackpropFilterNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const SplitPlan&, \
                                                      const T*, const T*, T*, void*);
 TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
 #define TCB_INSTANTIATE(T, Index)                                                                      \
-  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const T*, const T*, \
-                                                    T*);
+  template Status Conv2DBackpropInputNhwc<T, Index>(cudaStream_t, const ConvGeometry&, bool, const SplitPlan&,  \
+                                                    const T*, const T*, T*, void*);
 TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
 

@@ -135,11 +135,11 @@ Status RunNhwc(OpKind op, cudaStream_t stream, bool tf32, const ConvGeometry& g,
   void* partial = layout.partial >= 0 ? scratch + layout.partial : nullptr;
   if constexpr (std::is_same_v<T, int32_t>) {
     // int32 is Conv2DBackpropInput's alone (Run checked the op).
-    s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, data_nhwc, dy_nhwc, out_nhwc);
+    s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
   } else {
     switch (op) {
       case OpKind::kConv2DBackpropInput:
-        s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, data_nhwc, dy_nhwc, out_nhwc);
+        s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
         break;
       case OpKind::kConv2DBackpropFilter:
         s = Conv2DBackpropFilterNhwc<T, Index>(stream, g, tf32, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
@@ -183,6 +183,7 @@ Status Run(OpKind op, const CudaContext& ctx, const ConvGeometry& g, const T* da
   }
 
   SplitPlan plan;
+  if (op == OpKind::kConv2DBackpropInput) plan = PlanConv2DBackpropInput(g, sizeof(Acc<T>));
   if (op == OpKind::kConv2DBackpropFilter) plan = PlanConv2DBackpropFilter(g, sizeof(Acc<T>));
   if (op == OpKind::kDepthwiseBackpropFilter) plan = PlanDepthwiseBackpropFilter(g, sizeof(Acc<T>));
   ScratchLayout layout;
@@ -249,7 +250,8 @@ namespace cuda {
   template Status Transpose<T, Index>(cudaStream_t, int64_t, int64_t, int64_t, const T*, T*);
 TCB_CUDA_FOR_EACH_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE
-#define TCB_INSTANTIATE(T, Index) \
+#define TCB_INSTANTIATE(T, Index)                                                           \
+  template Status SumSplits<T, Index>(cudaStream_t, const Acc<T>*, int64_t, int64_t, T*); \
   template Status Transpose<T, Index>(cudaStream_t, int64_t, int64_t, int64_t, const T*, T*);
 TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(TCB_INSTANTIATE)
 #undef TCB_INSTANTIATE

@@ -14,14 +14,16 @@
 namespace tf_conv_backprop {
 namespace cuda {
 
-// How a filter gradient splits its reduction over output pixels: `splits` ranges of
-// `pixels_per_split` pixels each, every split writes its partial sums (accumulation
-// type) to scratch, a whole filter (filter_elements, grouped or not) per split, and a
-// second kernel adds the splits in order. Deterministic for a geometry: the plan
-// depends on nothing else (not on the device).
+// How a gradient splits its reduction: a filter gradient over output pixels
+// (`splits` ranges of `pixels_per_split` pixels), a conv2d input gradient over each
+// group's output channels (ranges of `channels_per_split`). Every split writes its
+// partial sums (accumulation type) to scratch, a whole output (partial_elements) per
+// split, and a second kernel adds the splits in order. Deterministic for a geometry:
+// the plan depends on nothing else (not on the device, nor on TF32).
 struct SplitPlan {
   int64_t splits = 1;
   int64_t pixels_per_split = 0;
+  int64_t channels_per_split = 0;
   int64_t partial_elements = 0;  // per split
   int64_t scratch_bytes = 0;     // 0 when splits == 1 (written directly)
 };
@@ -61,6 +63,7 @@ struct WindowParams {
 // and the layout moves around it.
 #define TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(X) X(int32_t, int32_t) X(int32_t, int64_t)
 
+SplitPlan PlanConv2DBackpropInput(const ConvGeometry& g, int64_t acc_bytes);
 SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 
@@ -69,8 +72,8 @@ SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 // channels [k, k + 1) * Cout/G. One launch covers every group. tf32: float runs on
 // tensor cores in TF32 (CudaContext::tf32); other types ignore it.
 template <typename T, typename Index>
-Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const T* filter,
-                               const T* dy, T* dx);
+Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const SplitPlan& plan,
+                               const T* filter, const T* dy, T* dx, void* scratch);
 // dW[KH,KW,Cin/G,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout], grouped and tf32 as above.
 template <typename T, typename Index>
 Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const SplitPlan& plan,
