@@ -183,11 +183,21 @@ void InputGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
           V even[kVectors] = {}, odd[kVectors] = {};
           for (int64_t t = 0; t < count; ++t) {
             for (int v = 0; v < kVectors; ++v) {
-              const V y = Load<V>(dy_at[t] + c + v * L);
               const T* w = wt_at[t] + c + v * L;
-              for (int j = 0; j < CG; j += 2) {
-                even[v] += Permute(y, lanes.perm[j]) * Load<V>(w + j * depth);
-                if (j + 1 < CG) odd[v] += Permute(y, lanes.perm[j + 1]) * Load<V>(w + (j + 1) * depth);
+              if constexpr (CG == L) {
+                // One group a vector: perm_j is a broadcast of lane j, which a broadcast
+                // load does on a load port instead of the one shuffle port.
+                const T* y = dy_at[t] + c + v * L;
+                for (int j = 0; j < CG; j += 2) {
+                  even[v] += (V{} + y[j]) * Load<V>(w + j * depth);
+                  if (j + 1 < CG) odd[v] += (V{} + y[j + 1]) * Load<V>(w + (j + 1) * depth);
+                }
+              } else {
+                const V y = Load<V>(dy_at[t] + c + v * L);
+                for (int j = 0; j < CG; j += 2) {
+                  even[v] += Permute(y, lanes.perm[j]) * Load<V>(w + j * depth);
+                  if (j + 1 < CG) odd[v] += Permute(y, lanes.perm[j + 1]) * Load<V>(w + (j + 1) * depth);
+                }
               }
             }
           }
