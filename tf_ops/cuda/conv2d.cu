@@ -803,52 +803,38 @@ bool TcVecOk(const ConvGeometry& g, const void* a, const void* b, const void* c)
   return ChannelsVec(g, kTcVec<T>) && aligned(a) && aligned(b) && aligned(c);
 }
 
-// The kernel instances for (vec, grouped).
+// pick(bool_constant<flags>...) for run-time flags: turns them into the template
+// arguments of the kernel instance pick returns.
+template <typename Pick>
+auto Instance(Pick pick) {
+  return pick();
+}
+template <typename Pick, typename... Rest>
+auto Instance(Pick pick, bool flag, Rest... rest) {
+  return flag ? Instance([&](auto... more) { return pick(std::true_type{}, more...); }, rest...)
+              : Instance([&](auto... more) { return pick(std::false_type{}, more...); }, rest...);
+}
+
+// The kernel instances for (vec, grouped[, fold]).
 template <typename T, typename Index, bool kSplit>
 auto TcInputKernel(bool vec, bool grouped) {
-  if (vec) {
-    return grouped ? Conv2DBackpropInputTcKernel<T, Index, true, true, kSplit>
-                   : Conv2DBackpropInputTcKernel<T, Index, true, false, kSplit>;
-  }
-  return grouped ? Conv2DBackpropInputTcKernel<T, Index, false, true, kSplit>
-                 : Conv2DBackpropInputTcKernel<T, Index, false, false, kSplit>;
+  return Instance([](auto v, auto gr) { return Conv2DBackpropInputTcKernel<T, Index, v(), gr(), kSplit>; }, vec,
+                  grouped);
 }
 template <typename T, typename Index, bool kSplit>
 auto InputKernel(bool vec, bool grouped) {
-  if (vec) {
-    return grouped ? Conv2DBackpropInputKernel<T, Index, true, true, kSplit>
-                   : Conv2DBackpropInputKernel<T, Index, true, false, kSplit>;
-  }
-  return grouped ? Conv2DBackpropInputKernel<T, Index, false, true, kSplit>
-                 : Conv2DBackpropInputKernel<T, Index, false, false, kSplit>;
-}
-template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
-auto TcFilterKernelFolded(bool fold) {
-  return fold ? Conv2DBackpropFilterTcKernel<T, Out, Index, kVec, kGrouped, true>
-              : Conv2DBackpropFilterTcKernel<T, Out, Index, kVec, kGrouped, false>;
+  return Instance([](auto v, auto gr) { return Conv2DBackpropInputKernel<T, Index, v(), gr(), kSplit>; }, vec,
+                  grouped);
 }
 template <typename T, typename Out, typename Index>
 auto TcFilterKernel(bool vec, bool grouped, bool fold) {
-  if (vec) {
-    return grouped ? TcFilterKernelFolded<T, Out, Index, true, true>(fold)
-                   : TcFilterKernelFolded<T, Out, Index, true, false>(fold);
-  }
-  return grouped ? TcFilterKernelFolded<T, Out, Index, false, true>(fold)
-                 : TcFilterKernelFolded<T, Out, Index, false, false>(fold);
-}
-template <typename T, typename Out, typename Index, bool kVec, bool kGrouped>
-auto FilterKernelFolded(bool fold) {
-  return fold ? Conv2DBackpropFilterKernel<T, Out, Index, kVec, kGrouped, true>
-              : Conv2DBackpropFilterKernel<T, Out, Index, kVec, kGrouped, false>;
+  return Instance([](auto v, auto gr, auto f) { return Conv2DBackpropFilterTcKernel<T, Out, Index, v(), gr(), f()>; },
+                  vec, grouped, fold);
 }
 template <typename T, typename Out, typename Index>
 auto FilterKernel(bool vec, bool grouped, bool fold) {
-  if (vec) {
-    return grouped ? FilterKernelFolded<T, Out, Index, true, true>(fold)
-                   : FilterKernelFolded<T, Out, Index, true, false>(fold);
-  }
-  return grouped ? FilterKernelFolded<T, Out, Index, false, true>(fold)
-                 : FilterKernelFolded<T, Out, Index, false, false>(fold);
+  return Instance([](auto v, auto gr, auto f) { return Conv2DBackpropFilterKernel<T, Out, Index, v(), gr(), f()>; },
+                  vec, grouped, fold);
 }
 
 // Whether a filter gradient folds its taps into the GEMM rows (FoldedRows): when a
