@@ -32,7 +32,9 @@ namespace cpu = tcb::cpu;
 namespace {
 
 constexpr int kGeometriesPerOp = 400;
-constexpr int kRunsPerVariant = 6;  // applicable geometries run per (variant, dtype, layout)
+// Applicable geometries run per (variant, dtype, layout): this many dense ones and as
+// many grouped ones, so a row that takes groups is tried on them too.
+constexpr int kRunsPerVariant = 6;
 
 // Sizes near the predicates' boundaries: whole vectors of 8 / 16 channels and
 // one either side, tiny and odd ones.
@@ -223,22 +225,24 @@ struct Tally {
 void CheckVariant(cpu::Variant v, const std::vector<ConvGeometry>& pool, Tally* tally) {
   const cpu::VariantInfo& row = cpu::InfoOf(v);
   cpu::SetForcedVariant(static_cast<int>(v));
-  int applied_total = 0, declined_total = 0;
+  int applied_total = 0, grouped_total = 0, declined_total = 0;
   for (int d = 0; d < cpu::kNumDtypes; ++d) {
     const cpu::Dtype dtype = static_cast<cpu::Dtype>(d);
     if ((row.dtypes & cpu::BitOf(dtype)) == 0) continue;
     for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
       if ((row.layouts & cpu::BitOf(format)) == 0) continue;
-      int runs = 0;
-      for (size_t i = 0; i < pool.size() && runs < kRunsPerVariant; ++i) {
+      int runs[2] = {0, 0};  // dense, grouped
+      for (size_t i = 0; i < pool.size() && (runs[0] < kRunsPerVariant || runs[1] < kRunsPerVariant); ++i) {
         ConvGeometry g = pool[i];
         g.data_format = format;
+        const int grouped = g.groups > 1 ? 1 : 0;
+        if (runs[grouped] == kRunsPerVariant) continue;
         const cpu::SelectionInput in = cpu::MachineInput(row.op, g, dtype, 1);
         if (cpu::SelectKernel(in) != v) {
           ++declined_total;
           continue;
         }
-        ++runs;
+        ++runs[grouped];
         const double err = RunAgainstReference(dtype, row.op, g, 1000 + i);
         const int ran = cpu::LastRun(row.op);
         const bool ok = err <= Tolerance(dtype) && ran == static_cast<int>(v);
@@ -248,11 +252,13 @@ void CheckVariant(cpu::Variant v, const std::vector<ConvGeometry>& pool, Tally* 
                       ran < 0 ? "nothing" : cpu::InfoOf(static_cast<cpu::Variant>(ran)).name, Describe(g).c_str());
         }
       }
-      applied_total += runs;
+      applied_total += runs[0] + runs[1];
+      grouped_total += runs[1];
     }
   }
   cpu::SetForcedVariant(-1);
-  std::printf("  %-38s ran on %2d geometries, not selected on %3d\n", row.name, applied_total, declined_total);
+  std::printf("  %-38s ran on %2d geometries (%2d grouped), not selected on %3d\n", row.name, applied_total,
+              grouped_total, declined_total);
   if (applied_total == 0) {
     ++tally->failed;
     std::printf("FAIL %s: the CPU runs it, but it applied to none of the geometries\n", row.name);

@@ -28,13 +28,14 @@ int64_t VectorLanes(const SelectionInput& in) {
 bool Dense(const SelectionInput& in) { return in.geo->groups == 1; }
 
 // The permuting grouped kernels: as many output channels as input channels a group,
-// a power of two up to 8 (groups of 16 run faster as dense slices: no zeros to skip
-// there; see the commit) and at most 32 bytes, so that one AVX2 vector (the row's
-// lowest ISA, and what the sanitizer build compiles every row with) holds a group.
+// a power of two narrower than a vector of the active ISA (groups of whole vectors run
+// faster on the direct tiles, see DirectInputApplies), and at most 32 bytes, so that
+// one AVX2 vector (the row's lowest ISA, and what the sanitizer build compiles every
+// row with) holds a group.
 bool GroupedPermuteApplies(const SelectionInput& in) {
   const ConvGeometry& g = *in.geo;
   const int64_t cg = g.group_in_depth();
-  return g.groups > 1 && cg == g.group_out_depth() && (cg & (cg - 1)) == 0 && cg <= 8 &&
+  return g.groups > 1 && cg == g.group_out_depth() && (cg & (cg - 1)) == 0 && cg < VectorLanes(in) &&
          cg * AccBytes(in.dtype) <= 32;
 }
 
@@ -48,9 +49,9 @@ bool PointwiseApplies(const SelectionInput& in) {
 
 bool Always(const SelectionInput&) { return true; }
 
-// The direct input-gradient tiles hold input channels in whole vectors.
+// The direct input-gradient tiles hold input channels of one group in whole vectors.
 bool DirectInputApplies(const SelectionInput& in) {
-  return Dense(in) && in.geo->in_depth % VectorLanes(in) == 0;
+  return in.geo->group_in_depth() % VectorLanes(in) == 0;
 }
 // vdpbf16ps pairs output channels, 16 input channels per vector.
 bool DirectInputBf16Applies(const SelectionInput& in) {
@@ -60,11 +61,11 @@ bool DirectInputBf16Applies(const SelectionInput& in) {
 // rows on 1x1 stride-1 layers (64->256 @56 10.5 vs 6.8 ms) and on the 3-channel stem
 // (half a tile of channels: 34.8 vs 20.7 ms), float32, 2 threads, AMD EPYC.
 bool YmmFilterTilesLose(const SelectionInput& in) {
-  return in.isa < Isa::kAvx512 && (PointwiseApplies(in) || in.geo->in_depth < 8);
+  return in.isa < Isa::kAvx512 && (PointwiseApplies(in) || in.geo->group_in_depth() < 8);
 }
-// The direct filter-gradient tiles hold output channels in whole vectors.
+// The direct filter-gradient tiles hold output channels of one group in whole vectors.
 bool DirectFilterApplies(const SelectionInput& in) {
-  return Dense(in) && !YmmFilterTilesLose(in) && in.geo->out_depth % VectorLanes(in) == 0;
+  return !YmmFilterTilesLose(in) && in.geo->group_out_depth() % VectorLanes(in) == 0;
 }
 bool DirectFilterBf16Applies(const SelectionInput& in) { return Dense(in) && in.geo->out_depth % 16 == 0; }
 

@@ -212,6 +212,27 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
 
 #endif  // __AVX512F__
 
+// `pixels` runs of `count` channels, src_stride apart, to dst back to back; a
+// group's few channels a pixel go through vector registers (std::copy_n cost a
+// memmove call each: a quarter of a 3x3 g32 256->256 @28 gradient).
+template <typename T>
+void CopyChannels(const T* src, int64_t src_stride, int64_t count, int64_t pixels, T* dst) {
+  if (src_stride == count) {
+    std::copy_n(src, count * pixels, dst);
+    return;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    constexpr int kLanes = Vreg<T>::kLanes;
+    if (count % kLanes == 0) {
+      for (int64_t p = 0; p < pixels; ++p, src += src_stride, dst += count) {
+        for (int64_t c = 0; c < count; c += kLanes) Vreg<T>::Store(dst + c, Vreg<T>::Load(src + c));
+      }
+      return;
+    }
+  }
+  for (int64_t p = 0; p < pixels; ++p) std::copy_n(src + p * src_stride, count, dst + p * count);
+}
+
 // What the input-gradient units keep in L2 (1 MiB per core here): a block of
 // the packed filter, which every tile of a unit streams once per dx row, or
 // the whole packed filter when it is small enough to sit there next to a band
@@ -252,22 +273,27 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   constexpr int R = kTileRows[V];
   constexpr int64_t kBlock = kLanes * V;
   const int64_t cin = g.in_depth, cout = g.out_depth;
+  // A block of input channels lies in one group and sums over that group's og
+  // output channels (dense: one group of all of them).
+  const int64_t cg = g.group_in_depth(), og = g.group_out_depth();
   const int64_t kh_n = g.filter_rows, kw_n = g.filter_cols, taps = kh_n * kw_n;
   const int64_t blocks = cin / kBlock;
+  const auto group_of = [&](int64_t b) { return b * kBlock / cg; };
 
-  // Filter packed as [block][kh][kw][co][kBlock] (bfloat16: [co/2][kBlock][2]).
-  // The tiles multiply padding zeros into the filter, exact only for finite
-  // weights (0 * inf = NaN where TF has no term), so the packing also checks them.
-  ScratchVector<T> packed(taps * cin * cout);
+  // Filter packed as [block][kh][kw][co of the group][kBlock] (bfloat16:
+  // [co/2][kBlock][2]). The tiles multiply padding zeros into the filter, exact only
+  // for finite weights (0 * inf = NaN where TF has no term), so the packing also
+  // checks them.
+  ScratchVector<T> packed(taps * cin * og);
   std::vector<char> finite(blocks * taps);
-  ctx.For(blocks * taps, cin * cout / blocks, [&](int64_t begin, int64_t end) {
+  ctx.For(blocks * taps, cg * og, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / taps, t = u % taps;
-      T* dst = packed.data() + u * cout * kBlock;
-      const T* src = filter + (t * cin + b * kBlock) * cout;
+      T* dst = packed.data() + u * og * kBlock;
+      const T* src = filter + (t * cg + b * kBlock % cg) * cout + group_of(b) * og;
       float probe = 0;
       for (int64_t j = 0; j < kBlock; ++j) {
-        for (int64_t co = 0; co < cout; ++co) {
+        for (int64_t co = 0; co < og; ++co) {
           const int64_t at = kPairs ? ((co / 2) * kBlock + j) * 2 + co % 2 : co * kBlock + j;
           dst[at] = src[j * cout + co];
           probe += TimesZero(src[j * cout + co]);
@@ -305,20 +331,30 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const int64_t band_rows = std::min(band + reach, g.out_rows);
   const int64_t band_limit =
       std::max<int64_t>(kMaxPaddedBandBytes / static_cast<int64_t>(sizeof(T)), 2 * dy_image);
-  if (pad_cols && padded_cols > band_limit / std::max<int64_t>(1, band_rows * cout)) return false;
-
   const bool pointwise = taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
                          g.out_cols == g.in_cols;
+  // A grouped layer's band is copied group by group ([group][row][col][og]), so a
+  // tile reads its group's channels dense, from L1: in dy itself a pixel's group lies
+  // a row of all channels from the next pixel's, a multiple of 4 KiB at 1024 floats,
+  // and every pixel a tile reads falls into the same few L1 sets (3x3 g32 512->512
+  // @14, one thread: 7.3 -> 3.8 ms). A run of units copies the groups it reads,
+  // a dy row at a time (from memory in order, not a group's strided run at a time).
+  const bool pack_group = g.groups > 1 && !pointwise;
+  const bool copy_rows = pad_cols || pack_group;
+  const int64_t src_depth = pack_group ? og : cout;  // channels of a pixel in the copy
+  const int64_t slab = band_rows * padded_cols * src_depth;  // one group's copy
+  if (copy_rows && padded_cols > band_limit / std::max<int64_t>(1, band_rows * cout)) return false;
   const int64_t dx_image = g.in_rows * g.in_cols * cin;
-  // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels.
-  auto RunRow = [&](const T* row_dy, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
+  // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels, dy_stride
+  // apart (row_dy at the group's first output channel).
+  auto RunRow = [&](const T* row_dy, int64_t dy_stride, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
                     int64_t dx_stride, int64_t pixels) {
     if constexpr (kPairs) {
 #if defined(__AVX512F__)
-      DirectInputRowBf16<R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, dx_stride, pixels);
+      DirectInputRowBf16<R, V>(row_dy, dy_stride, row_taps, ntaps, og, row_dx, dx_stride, pixels);
 #endif
     } else {
-      DirectInputRow<T, R, V>(row_dy, cout, row_taps, ntaps, cout, row_dx, dx_stride, pixels);
+      DirectInputRow<T, R, V>(row_dy, dy_stride, row_taps, ntaps, og, row_dx, dx_stride, pixels);
     }
   };
   // Units are (channel block, image, band), block outermost: a thread's run of
@@ -327,13 +363,29 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // A packed filter that fits in L2 next to a band of dy (1x1 and narrow
   // layers) is kept there instead: block innermost, so the band's dy is read
   // once from memory for all blocks (float64 1x1 256->64 @56, 2 threads:
-  // 16.7 -> 13.3 ms; blocks outermost re-read all of dy per block).
+  // 16.7 -> 13.3 ms; blocks outermost re-read all of dy per block). So are a
+  // grouped layer's blocks, each summing over its group's channels only: one band
+  // serves them all as the filter streams past (3x3 g32 1024->1024 @7, 2 threads:
+  // 3.0 ms vs 4.6 ms blocks outermost).
   const bool block_inner =
-      taps * cin * cout * static_cast<int64_t>(sizeof(T)) <= kL2FilterBytes;
+      g.groups > 1 || taps * cin * og * static_cast<int64_t>(sizeof(T)) <= kL2FilterBytes;
   const int64_t units_per_block = g.batch * bands;
-  const int64_t work = band * g.in_cols * taps * kBlock * cout;
+  const int64_t work = band * g.in_cols * taps * kBlock * og;
+  const int64_t classes = std::min(sw, g.in_cols);  // column classes rho
   ctx.For(blocks * units_per_block, work, [&](int64_t begin, int64_t end) {
-    ScratchVector<T> rows_buf(pad_cols ? band_rows * padded_cols * cout : 0);
+    // What a unit's image band needs, prepared once for the run of consecutive units
+    // in it: its dy rows (with their column padding, or a group's channels) and, per
+    // dx row and column class, the taps that reach it (where their dy starts, which
+    // filter tap). The tap list costs divisions per tap, which a grouped block's few
+    // products a row could not pay for again and again.
+    ScratchVector<T> rows_buf(copy_rows ? band_rows * padded_cols * cout : 0);
+    struct TapAt {
+      int64_t dy_offset, tap;
+    };
+    ScratchVector<TapAt> band_taps;
+    ScratchVector<int64_t> class_start;  // (ih - ih0) * classes + rho -> first band_taps entry
+    int64_t listed = -1, copied = -1;  // the image band prepared
+    int64_t first_group = 0;           // the first group in rows_buf
     DirectTap<T> tap_list[64];
     std::vector<DirectTap<T>> tap_heap;
     DirectTap<T>* tap_ptr = taps <= 64 ? tap_list : (tap_heap.resize(taps), tap_heap.data());
@@ -341,55 +393,79 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const int64_t b = block_inner ? u % blocks : u / units_per_block;
       const int64_t image_band = block_inner ? u / blocks : u % units_per_block;
       const int64_t n = image_band / bands, ih0 = (image_band % bands) * band;
-      const T* w_block = packed.data() + b * taps * cout * kBlock;
+      const T* w_block = packed.data() + b * taps * og * kBlock;
+      const int64_t group = group_of(b);
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
-      // dy rows this band reads: oh = (ih + pad_top - kh*dh) / sh, clipped to the image.
-      const int64_t oh_lo = std::max<int64_t>(0, CeilDiv(ih0 + g.pad_top - reach, sh));
-      const int64_t oh_hi = std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh);
       const T* dy_n = dy + n * dy_image;
-      const T* src = dy_n;  // dy row oh starts at src + (oh - src_row0) * src_row
-      int64_t src_row0 = 0, src_cols = g.out_cols, src_left = 0;
-      if (pad_cols && oh_lo <= oh_hi) {
-        T* buf = rows_buf.data();
-        for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
-          T* d = buf + (oh - oh_lo) * padded_cols * cout;
-          std::fill_n(d, left * cout, T(0));
-          std::copy_n(dy_n + oh * g.out_cols * cout, g.out_cols * cout, d + left * cout);
-          std::fill_n(d + (left + g.out_cols) * cout, (padded_cols - left - g.out_cols) * cout, T(0));
-        }
-        src = buf, src_row0 = oh_lo, src_cols = padded_cols, src_left = left;
-      }
       if (pointwise) {  // the band's pixels are one contiguous row in dy and dx
         const DirectTap<T> tap{0, w_block};
-        RunRow(dy_n + ih0 * g.in_cols * cout, &tap, 1,
+        RunRow(dy_n + ih0 * g.in_cols * cout + group * og, cout, &tap, 1,
                dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin, (ih1 - ih0) * g.in_cols);
         continue;
       }
+      // dy rows this band reads: oh = (ih + pad_top - kh*dh) / sh, clipped to the image.
+      const int64_t oh_lo = std::max<int64_t>(0, CeilDiv(ih0 + g.pad_top - reach, sh));
+      const int64_t oh_hi = std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh);
+      // dy row oh starts at src + (oh - src_row0) * src_cols * src_depth.
+      const bool copied_rows = copy_rows && oh_lo <= oh_hi;
+      if (copied_rows && image_band != copied) {
+        copied = image_band;
+        // The groups of this run's units in the band (blocks are inner: all of the
+        // band's units lie together).
+        first_group = pack_group ? group_of(std::max(begin, image_band * blocks) % blocks) : 0;
+        const int64_t last_group =
+            pack_group ? group_of((std::min(end, (image_band + 1) * blocks) - 1) % blocks) : 0;
+        for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
+          for (int64_t k = first_group; k <= last_group; ++k) {
+            T* d = rows_buf.data() + (k - first_group) * slab + (oh - oh_lo) * padded_cols * src_depth;
+            std::fill_n(d, left * src_depth, T(0));
+            CopyChannels(dy_n + oh * g.out_cols * cout + k * src_depth, cout, src_depth, g.out_cols,
+                         d + left * src_depth);
+            std::fill_n(d + (left + g.out_cols) * src_depth, (padded_cols - left - g.out_cols) * src_depth, T(0));
+          }
+        }
+      }
+      const T* src = copied_rows ? rows_buf.data() + (group - first_group) * slab : dy_n;
+      const int64_t src_row0 = copied_rows ? oh_lo : 0, src_cols = copied_rows ? padded_cols : g.out_cols;
+      const int64_t src_left = copied_rows ? left : 0;
+      if (image_band != listed) {
+        listed = image_band;
+        band_taps.clear();
+        class_start.clear();
+        for (int64_t ih = ih0; ih < ih1; ++ih) {
+          // Column class rho: dx columns rho + sw*j read dy columns j + offset(kw)
+          // for the taps whose offset divides (every tap when sw == 1).
+          for (int64_t rho = 0; rho < classes; ++rho) {
+            class_start.push_back(static_cast<int64_t>(band_taps.size()));
+            for (int64_t kh = 0; kh < kh_n; ++kh) {
+              const int64_t t = ih + g.pad_top - kh * g.dilation_rows;
+              if (t < 0 || t % sh != 0 || t / sh >= g.out_rows) continue;
+              const int64_t oh = t / sh;
+              for (int64_t kw = 0; kw < kw_n; ++kw) {
+                const int64_t q = rho + g.pad_left - kw * g.dilation_cols;
+                if (FloorDiv(q, sw) * sw != q) continue;
+                // dy column read by the class's first dx column, in the source rows.
+                const int64_t col = q / sw + src_left;
+                band_taps.push_back(TapAt{((oh - src_row0) * src_cols + col) * src_depth, kh * kw_n + kw});
+              }
+            }
+          }
+        }
+        class_start.push_back(static_cast<int64_t>(band_taps.size()));
+      }
       for (int64_t ih = ih0; ih < ih1; ++ih) {
         T* dx_block = dx + n * dx_image + ih * g.in_cols * cin + b * kBlock;
-        // Column class rho: dx columns rho + sw*j read dy columns j + offset(kw)
-        // for the taps whose offset divides (every tap when sw == 1).
-        for (int64_t rho = 0; rho < sw && rho < g.in_cols; ++rho) {
-          int ntaps = 0;
-          for (int64_t kh = 0; kh < kh_n; ++kh) {
-            const int64_t t = ih + g.pad_top - kh * g.dilation_rows;
-            if (t < 0 || t % sh != 0 || t / sh >= g.out_rows) continue;
-            const int64_t oh = t / sh;
-            for (int64_t kw = 0; kw < kw_n; ++kw) {
-              const int64_t q = rho + g.pad_left - kw * g.dilation_cols;
-              if (FloorDiv(q, sw) * sw != q) continue;
-              // dy column read by the class's first dx column, in the source rows.
-              const int64_t col = q / sw + src_left;
-              tap_ptr[ntaps].dy_offset = ((oh - src_row0) * src_cols + col) * cout;
-              tap_ptr[ntaps].w = w_block + (kh * kw_n + kw) * cout * kBlock;
-              ++ntaps;
-            }
+        for (int64_t rho = 0; rho < classes; ++rho) {
+          const int64_t at = (ih - ih0) * classes + rho, first = class_start[at];
+          const int ntaps = static_cast<int>(class_start[at + 1] - first);
+          for (int i = 0; i < ntaps; ++i) {
+            tap_ptr[i] = DirectTap<T>{band_taps[first + i].dy_offset, w_block + band_taps[first + i].tap * og * kBlock};
           }
           const int64_t count = (g.in_cols - rho + sw - 1) / sw;
           if (ntaps == 0) {
             for (int64_t j = 0; j < count; ++j) std::fill_n(dx_block + (rho + j * sw) * cin, kBlock, T(0));
           } else {
-            RunRow(src, tap_ptr, ntaps, dx_block + rho * cin, sw * cin, count);
+            RunRow(src, src_depth, tap_ptr, ntaps, dx_block + rho * cin, sw * cin, count);
           }
         }
       }
@@ -406,10 +482,10 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
 template <typename T, typename Fn>
 bool WithCinVectors(const ConvGeometry& g, Fn&& fn) {
   constexpr int64_t kLanes = DirectLanes<T>();
-  const int64_t tap_bytes = g.filter_rows * g.filter_cols * g.out_depth * kLanes *
+  const int64_t tap_bytes = g.filter_rows * g.filter_cols * g.group_out_depth() * kLanes *
                             static_cast<int64_t>(sizeof(T));
   auto fits = [&](int64_t v) {
-    return g.in_depth % (v * kLanes) == 0 && v * tap_bytes <= kL2BlockBytes;
+    return g.group_in_depth() % (v * kLanes) == 0 && v * tap_bytes <= kL2BlockBytes;
   };
   // Short rows cut into low tiles at V=4 stream the block once per few pixels:
   // a row of 7 runs as 4 + 3 pixels at V=4, as one tile of 7 at V=2 (3x3 @7,
@@ -577,19 +653,26 @@ constexpr bool kGatherFilterX = true;
 // dy rows per pixel block: the block's dy and the x rows its taps read stay
 // in L2 while every unit of a thread passes over them.
 constexpr int64_t kDirectFilterBlockBytes = int64_t{384} << 10;
+// Packed grouped blocks (below) read each group's channels once a block: larger
+// blocks cost no more reads and spread each tile's start over more pixels (3x3 g32
+// 1024->1024 @7, one thread: 4.3 ms at 384 KiB, 3.7 ms at 768 KiB).
+constexpr int64_t kPackedFilterBlockBytes = int64_t{768} << 10;
 constexpr int64_t kMaxBlockRows = 64;
 
 // The filter gradient's schedule (see above): each thread owns a fixed,
-// contiguous run of the units (tap, tile of R input channels) and walks dy
-// rows [0, rows) in blocks of block_rows, in order. Per block and tap,
-// segments(t, r0, r1, segs) lists the tap's pixel runs and returns how many;
-// then tile(t, ci0, channels, segs, nsegs, first_block, scratch) runs each unit of
-// the tap, with `scratch_count` elements of Scratch of its thread's own.
-template <typename Seg, typename Scratch, typename Segments, typename Tile>
-void ForFilterUnits(const CpuContext& ctx, int64_t taps, int64_t cin, int64_t R, int64_t rows,
-                    int64_t block_rows, int64_t cost_per_unit, int64_t scratch_count, Segments&& segments,
-                    Tile&& tile) {
-  const int64_t ci_tiles = (cin + R - 1) / R, units = taps * ci_tiles;
+// contiguous run of the units (group, tap, tile of R of the group's cg input
+// channels) and walks dy rows [0, rows) in blocks of block_rows, in order. Per
+// block, enter(group, r0, r1, scratch) runs before the first unit of each group;
+// per block and tap, segments(t, r0, r1, segs, scratch) lists the tap's pixel runs
+// and returns how many; then tile(t, group, ci0, channels, segs, nsegs, first_block,
+// scratch) runs each unit of the tap (ci0 within the group), with `scratch_count`
+// elements of Scratch of its thread's own. Groups outermost: a grouped layer's
+// units of one group read the same few channels of the block for all its taps.
+template <typename Seg, typename Scratch, typename Enter, typename Segments, typename Tile>
+void ForFilterUnits(const CpuContext& ctx, int64_t taps, int64_t groups, int64_t cg, int64_t R, int64_t rows,
+                    int64_t block_rows, int64_t cost_per_unit, int64_t scratch_count, Enter&& enter,
+                    Segments&& segments, Tile&& tile) {
+  const int64_t ci_tiles = (cg + R - 1) / R, units = groups * taps * ci_tiles;
   const int64_t shards = std::min<int64_t>(std::max(1, ctx.num_threads), units);
   ctx.For(shards, cost_per_unit * units / shards, [&](int64_t begin, int64_t end) {
     Seg segs[kMaxBlockRows];
@@ -598,12 +681,14 @@ void ForFilterUnits(const CpuContext& ctx, int64_t taps, int64_t cin, int64_t R,
       const int64_t u0 = ShardStart(units, shards, s), u1 = ShardStart(units, shards, s + 1);
       for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
         const int64_t r1 = std::min(rows, r0 + block_rows);
-        int64_t built_tap = -1;
+        int64_t built_tap = -1, entered = -1;
         int nsegs = 0;
         for (int64_t u = u0; u < u1; ++u) {
-          const int64_t t = u / ci_tiles, ci0 = (u % ci_tiles) * R;
-          if (t != built_tap) built_tap = t, nsegs = segments(t, r0, r1, segs);
-          tile(t, ci0, static_cast<int>(std::min<int64_t>(R, cin - ci0)), segs, nsegs, r0 == 0, scratch.data());
+          const int64_t group = u / (taps * ci_tiles), t = u / ci_tiles % taps, ci0 = (u % ci_tiles) * R;
+          if (group != entered) entered = group, enter(group, r0, r1, scratch.data());
+          if (t != built_tap) built_tap = t, nsegs = segments(t, r0, r1, segs, scratch.data());
+          tile(t, group, ci0, static_cast<int>(std::min<int64_t>(R, cg - ci0)), segs, nsegs, r0 == 0,
+               scratch.data());
         }
       }
     }
@@ -618,20 +703,54 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
   constexpr int kLanes = Vreg<T>::kLanes;
   constexpr int R = kTileRows[V];
   const int64_t cin = g.in_depth, cout = g.out_depth;
+  // A unit's input channels lie in one group, its output channels are that group's
+  // (dense: one group of all of them).
+  const int64_t cg = g.group_in_depth(), og = g.group_out_depth();
   const int64_t kw_n = g.filter_cols, taps = g.filter_rows * kw_n;
-  const int64_t co_blocks = cout / (kLanes * V);
+  const int64_t co_blocks = og / (kLanes * V);
   const int64_t rows_total = g.batch * g.out_rows;  // dy rows of the whole batch
+  // Grouped NHWC: before a group's units run on a block, the group's channels of the
+  // x and dy rows the block reads are packed dense, where L1 holds them for all its
+  // taps. In x and dy themselves a pixel's group lies a row of all channels from the
+  // next pixel's, a multiple of 4 KiB at 1024 floats, so the pixels a tile reads all
+  // fall into the same few L1 sets (3x3 g32 1024->1024 @7, one thread: 8.1 ms with
+  // the gathers below, 10.5 without, 4.3 packed).
+  const bool pack = !kPlanarX && g.groups > 1;
   const int64_t row_bytes =
       (g.out_cols * cout + g.in_cols * cin) * static_cast<int64_t>(sizeof(In));
-  const int64_t block_rows =
-      std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / row_bytes));
+  const int64_t block_rows = std::max<int64_t>(
+      1, std::min(kMaxBlockRows, (pack ? kPackedFilterBlockBytes : kDirectFilterBlockBytes) / row_bytes));
+  const int64_t x_depth = pack ? cg : cin, dy_depth = pack ? og : cout;  // a pixel's channels as read
+  // The x rows (n * in_rows + ih, over the batch) that dy rows [r0, r1) read.
+  const int64_t reach = (g.filter_rows - 1) * g.dilation_rows;
+  auto x_row_range = [&](int64_t r0, int64_t r1, int64_t* first) {
+    const auto row_of = [&](int64_t r, int64_t offset) {
+      const int64_t ih = (r % g.out_rows) * g.stride_rows - g.pad_top + offset;
+      return r / g.out_rows * g.in_rows + std::max<int64_t>(0, std::min(g.in_rows - 1, ih));
+    };
+    *first = row_of(r0, 0);
+    return row_of(r1 - 1, reach) - *first + 1;
+  };
+  int64_t max_x_rows = 0;
+  for (int64_t r0 = 0; pack && r0 < rows_total; r0 += block_rows) {
+    int64_t first = 0;
+    max_x_rows = std::max(max_x_rows, x_row_range(r0, std::min(rows_total, r0 + block_rows), &first));
+  }
+  const int64_t packed_x = max_x_rows * g.in_cols * cg;  // the packed dy follows the packed x
   const int64_t x_planes = kPlanarX ? g.in_rows * g.in_cols : 1;
-  const int64_t x_stride = g.stride_cols * (kPlanarX ? 1 : cin);
+  const int64_t x_stride = g.stride_cols * (kPlanarX ? 1 : x_depth);
   // A 1x1 filter reads each pixel's x once per tile, a new cache line every
   // pixel: fetch it kPrefetchPixels ahead (measured on 1x1 256->64 @56, kernel
   // only: double 17-19 -> 13-14 ms, float 6.7-7.9 -> 6.6-7.1 ms; 3x3 even).
-  const int64_t x_ahead = taps == 1 ? kPrefetchPixels * x_stride : 0;
-  auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<In>* segs) {
+  const int64_t x_ahead = taps == 1 && !pack ? kPrefetchPixels * x_stride : 0;
+  auto enter = [&](int64_t group, int64_t r0, int64_t r1, In* scratch) {
+    if (!pack) return;
+    int64_t first = 0;
+    const int64_t x_rows = x_row_range(r0, r1, &first);
+    CopyChannels(x + first * g.in_cols * cin + group * cg, cin, cg, x_rows * g.in_cols, scratch);
+    CopyChannels(dy + r0 * g.out_cols * cout + group * og, cout, og, (r1 - r0) * g.out_cols, scratch + packed_x);
+  };
+  auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<In>* segs, In* scratch) {
     int nsegs = 0;
     const int64_t kh = t / kw_n, kw = t % kw_n;
     const int64_t col0 = kw * g.dilation_cols - g.pad_left;  // x column of ow = 0
@@ -641,28 +760,39 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
                                                        ? int64_t{-1}
                                                        : (g.in_cols - 1 - col0) / g.stride_cols);
     if (ow_lo > ow_hi) return 0;
+    // Where row 0 of what the tiles read sits: x and dy, or their packed rows.
+    int64_t x_row0 = 0, dy_row0 = 0;
+    const In* xs = x;
+    const In* ds = dy;
+    if (pack) x_row_range(r0, r1, &x_row0), dy_row0 = r0, xs = scratch, ds = scratch + packed_x;
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t n = row / g.out_rows, oh = row % g.out_rows;
       const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
       if (ih < 0 || ih >= g.in_rows) continue;
-      const int64_t pixel = (n * (kPlanarX ? cin : 1) * g.in_rows + ih) * g.in_cols + ow_lo * g.stride_cols + col0;
-      segs[nsegs++] = FilterSegment<In>{x + pixel * (kPlanarX ? 1 : cin),
-                                        dy + (row * g.out_cols + ow_lo) * cout, ow_hi - ow_lo + 1};
+      const int64_t pixel =
+          (n * (kPlanarX ? cin : 1) * g.in_rows + ih - x_row0) * g.in_cols + ow_lo * g.stride_cols + col0;
+      segs[nsegs++] = FilterSegment<In>{xs + pixel * (kPlanarX ? 1 : x_depth),
+                                        ds + ((row - dy_row0) * g.out_cols + ow_lo) * dy_depth, ow_hi - ow_lo + 1};
     }
     return nsegs;
   };
   // Where the build gathers a unit's x (see kGatherFilterX), R values a pixel: for
   // one block of output channels the gather would cost as much as the tile.
-  const bool gather = kGatherFilterX && co_blocks > 1;
-  const int64_t gather_count = gather ? block_rows * g.out_cols * R : 0;
-  auto tile = [&](int64_t t, int64_t ci0, int rows, const FilterSegment<In>* segs, int nsegs, bool first_block,
-                  In* gathered) {
-    T* dw_tile = dw + (t * cin + ci0) * cout;
+  const bool gather = kGatherFilterX && !pack && co_blocks > 1;
+  const int64_t scratch_count = pack ? packed_x + block_rows * g.out_cols * og
+                                     : (gather ? block_rows * g.out_cols * R : 0);
+  auto tile = [&](int64_t t, int64_t group, int64_t ci0, int rows, const FilterSegment<In>* segs, int nsegs,
+                  bool first_block, In* scratch) {
+    T* dw_tile = dw + (t * cg + ci0) * cout + group * og;
     const bool first = first_block && !accumulate;
+    // The tile's first channels in what the segments point at.
+    const int64_t x_channel = pack ? ci0 : group * cg + ci0, dy_channel = pack ? 0 : group * og;
     FilterSegment<In> shifted[kMaxBlockRows];
-    for (int i = 0; i < nsegs; ++i) shifted[i] = FilterSegment<In>{segs[i].x + ci0 * x_planes, segs[i].dy, segs[i].count};
+    for (int i = 0; i < nsegs; ++i) {
+      shifted[i] = FilterSegment<In>{segs[i].x + x_channel * x_planes, segs[i].dy + dy_channel, segs[i].count};
+    }
     if (gather) {
-      In* dst = gathered;
+      In* dst = scratch;
       for (int i = 0; i < nsegs; ++i) {
         const In* src = shifted[i].x;
         for (int64_t p = 0; p < shifted[i].count; ++p, src += x_stride, dst += R) {
@@ -670,7 +800,7 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
         }
       }
       int64_t at = 0;
-      for (int i = 0; i < nsegs; ++i) shifted[i].x = gathered + at * R, at += shifted[i].count;
+      for (int i = 0; i < nsegs; ++i) shifted[i].x = scratch + at * R, at += shifted[i].count;
     }
     for (int64_t b = 0; b < co_blocks; ++b) {
       FilterSegment<In> block_segs[kMaxBlockRows];
@@ -678,16 +808,16 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
         block_segs[i] = FilterSegment<In>{shifted[i].x, shifted[i].dy + b * kLanes * V, shifted[i].count};
       }
       if (gather) {
-        DirectFilterTileAnyRows<T, In, V, false>(rows, block_segs, nsegs, R, 1, 0, cout, first,
+        DirectFilterTileAnyRows<T, In, V, false>(rows, block_segs, nsegs, R, 1, 0, dy_depth, first,
                                                  dw_tile + b * kLanes * V, cout);
       } else {
-        DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, block_segs, nsegs, x_stride, x_planes, x_ahead, cout,
+        DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, block_segs, nsegs, x_stride, x_planes, x_ahead, dy_depth,
                                                     first, dw_tile + b * kLanes * V, cout);
       }
     }
   };
-  ForFilterUnits<FilterSegment<In>, In>(ctx, taps, cin, R, rows_total, block_rows,
-                                        rows_total * g.out_cols * R * cout, gather_count, segments, tile);
+  ForFilterUnits<FilterSegment<In>, In>(ctx, taps, g.groups, cg, R, rows_total, block_rows,
+                                        rows_total * g.out_cols * R * og, scratch_count, enter, segments, tile);
 }
 
 // The filter-gradient tile's width for `cout` output channels: the widest V of
@@ -712,7 +842,8 @@ bool WithCoutVectors(int64_t cout, Fn&& fn) {
 template <typename T>
 bool DirectFilterGrad(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy,
                       T* dw) {
-  return WithCoutVectors<T>(g.out_depth, [&](auto v) { DirectFilterGradImpl<T, decltype(v)::value>(ctx, g, x, dy, dw); });
+  return WithCoutVectors<T>(g.group_out_depth(),
+                            [&](auto v) { DirectFilterGradImpl<T, decltype(v)::value>(ctx, g, x, dy, dw); });
 }
 
 // The filter gradient on NCHW tensors: x is read as it is (the tile broadcasts
@@ -750,7 +881,7 @@ void DirectFilterGradNchwImpl(const CpuContext& ctx, const ConvGeometry& g, cons
 // false leaves dW untouched.
 template <typename T>
 bool DirectFilterGradNchw(const CpuContext& ctx, const ConvGeometry& g, const T* x, const T* dy, T* dw) {
-  return WithCoutVectors<T>(g.out_depth,
+  return WithCoutVectors<T>(g.group_out_depth(),
                             [&](auto v) { DirectFilterGradNchwImpl<T, decltype(v)::value>(ctx, g, x, dy, dw); });
 }
 
@@ -1017,7 +1148,7 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
       // The widening kernel's schedule over the chunk's dy rows.
       const int64_t chunk_rows_total = images * rows;
       const bool overwrite = first_chunk;
-      auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<uint32_t>* segs) {
+      auto segments = [&](int64_t t, int64_t r0, int64_t r1, FilterSegment<uint32_t>* segs, char*) {
         int nsegs = 0;
         const int64_t kh = flat ? t : t / kw_n, col = flat ? 0 : tap_col[t % kw_n];
         for (int64_t row = r0; row < r1; ++row) {
@@ -1029,8 +1160,8 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
         }
         return nsegs;
       };
-      auto tile = [&](int64_t t, int64_t ci0, int tile_rows, const FilterSegment<uint32_t>* segs, int nsegs,
-                      bool first_block, char*) {
+      auto tile = [&](int64_t t, int64_t /*group: dense*/, int64_t ci0, int tile_rows,
+                      const FilterSegment<uint32_t>* segs, int nsegs, bool first_block, char*) {
         float* dw_tile = dw + (t * channels + ci0) * cout;
         for (int64_t b = 0; b < co_blocks; ++b) {
           FilterSegment<uint32_t> shifted[kMaxBlockRows];
@@ -1041,8 +1172,9 @@ bool PairFilterGradBf16(const CpuContext& ctx, const ConvGeometry& g, const uint
                                    overwrite && first_block, dw_tile + b * 16 * V, cout);
         }
       };
-      ForFilterUnits<FilterSegment<uint32_t>, char>(ctx, taps, channels, R, chunk_rows_total, block_rows,
-                                                    chunk_rows_total * ow_n * R * cout, 0, segments, tile);
+      ForFilterUnits<FilterSegment<uint32_t>, char>(ctx, taps, 1, channels, R, chunk_rows_total, block_rows,
+                                                    chunk_rows_total * ow_n * R * cout, 0,
+                                                    [](int64_t, int64_t, int64_t, char*) {}, segments, tile);
       first_chunk = false;
     }
   }

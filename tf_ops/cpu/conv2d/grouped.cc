@@ -1,9 +1,11 @@
 // Grouped conv2d gradients whose groups have as many output channels as input
-// channels (CG each: ResNeXt, RegNet, ShuffleNet), NHWC float/double, vectorised over
-// the channels of several whole groups at once, with no multiply-add wasted on the
-// zeros between groups (which the dense kernels on block-diagonal slices spend).
+// channels (CG each: ResNeXt, RegNet, ShuffleNet), NHWC float/double, for groups
+// narrower than a vector (wider ones run on the direct tiles, a group's channels at a
+// time), vectorised over the channels of several whole groups at once, with no
+// multiply-add wasted on the zeros between groups (which the dense kernels on
+// block-diagonal slices spend).
 //
-// A vector of L channels holds L / CG whole groups (CG divides L). Channel c = g*CG + i
+// A vector of L channels holds L / CG whole groups (CG divides L, CG < L). Channel c = g*CG + i
 // meets only the channels g*CG + j of the other tensor, so for one j the partner of
 // every lane is a fixed permutation of the other tensor's vector over the same
 // channels: lane l takes lane (l / CG) * CG + j. A tap costs CG permutes and CG
@@ -184,20 +186,10 @@ void InputGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
           for (int64_t t = 0; t < count; ++t) {
             for (int v = 0; v < kVectors; ++v) {
               const T* w = wt_at[t] + c + v * L;
-              if constexpr (CG == L) {
-                // One group a vector: perm_j is a broadcast of lane j, which a broadcast
-                // load does on a load port instead of the one shuffle port.
-                const T* y = dy_at[t] + c + v * L;
-                for (int j = 0; j < CG; j += 2) {
-                  even[v] += (V{} + y[j]) * Load<V>(w + j * depth);
-                  if (j + 1 < CG) odd[v] += (V{} + y[j + 1]) * Load<V>(w + (j + 1) * depth);
-                }
-              } else {
-                const V y = Load<V>(dy_at[t] + c + v * L);
-                for (int j = 0; j < CG; j += 2) {
-                  even[v] += Permute(y, lanes.perm[j]) * Load<V>(w + j * depth);
-                  if (j + 1 < CG) odd[v] += Permute(y, lanes.perm[j + 1]) * Load<V>(w + (j + 1) * depth);
-                }
+              const V y = Load<V>(dy_at[t] + c + v * L);
+              for (int j = 0; j < CG; j += 2) {
+                even[v] += Permute(y, lanes.perm[j]) * Load<V>(w + j * depth);
+                if (j + 1 < CG) odd[v] += Permute(y, lanes.perm[j + 1]) * Load<V>(w + (j + 1) * depth);
               }
             }
           }
@@ -286,8 +278,8 @@ void FilterGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* x, con
   });
 }
 
-// The kernel for the geometry's group width (the row's predicate admits 1 to 8,
-// powers of two, at most one AVX2 vector).
+// The kernel for the geometry's group width (the row's predicate admits powers of
+// two narrower than a vector of the active ISA and at most one AVX2 vector).
 template <typename T, template <typename, int> class Kernel>
 struct ByWidth {
   template <typename A, typename B, typename Out>
