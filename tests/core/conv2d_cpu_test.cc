@@ -22,6 +22,7 @@
 #include <Eigen/Core>
 
 #include "tests/core/naive_reference.h"
+#include "tf_ops/core/scratch.h"
 #include "tf_ops/cpu/isa.h"
 #include "tf_ops/cpu/engine.h"
 #include "tf_ops/cpu/kernel_table.h"
@@ -124,6 +125,12 @@ ConvGeometry RandomGeometry(int i, std::mt19937_64& rng) {
     } else if (i % 50 == 2) {
       ok = MakeGeometry(2, pick(24, 32), pick(24, 32), pick(40, 64), pick(16, 48), 3, 3,
                         pick(1, 2), 1, 1, pick(1, 2), 1, 1, 1, 1, &g);
+    } else if (i % 50 == 8) {
+      // dx past 1 MiB in whole vectors of channels: the direct input gradient streams
+      // its stores (stride 1 or 2, padded columns or not).
+      const int64_t stride = pick(1, 2);
+      ok = MakeGeometry(2, pick(36, 44), pick(36, 44), 96 + 32 * pick(0, 1), 16 * pick(1, 2), 3, 3, stride,
+                        stride, 1, 1, pick(0, 1), 1, pick(0, 1), 1, &g);
     } else if (i % 50 == 7) {
       // A filter whose 4-vector input-channel blocks outgrow L2 (taps x Cout >
       // 3072): the direct input gradient takes narrower tiles than Cin allows.
@@ -160,8 +167,8 @@ std::string Describe(const ConvGeometry& g) {
 }
 
 // ||a - b|| / ||b||; NaN anywhere in a makes it NaN, which fails every check.
-template <typename A>
-double RelativeError(const std::vector<A>& a, const std::vector<double>& b) {
+template <typename Vector>
+double RelativeError(const Vector& a, const std::vector<double>& b) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = static_cast<double>(a[i]) - b[i];
@@ -178,17 +185,19 @@ struct Tally {
 
 // One op, one thread count: NaN-filled output, error vs reference, and with
 // threads > 1 a second run under the other schedule that must match bitwise.
+// Outputs are 64-byte aligned, as TensorFlow's are (the kernels stream their stores
+// into large aligned outputs).
 template <typename A, typename Kernel>
 void Check(const char* op, const ConvGeometry& g, uint64_t seed, int threads, size_t size,
            const std::vector<double>& ref, Kernel kernel, Tally* tally) {
   const double tol = sizeof(A) == 4 ? 1e-5 : 1e-12;
-  std::vector<A> out(size, std::numeric_limits<A>::quiet_NaN());
+  tf_conv_backprop::ScratchVector<A> out(size, std::numeric_limits<A>::quiet_NaN());
   kernel(MakeContext(threads, false), out.data());
   const double err = RelativeError(out, ref);
   bool ok = err <= tol;
   bool same = true;
   if (threads > 1) {
-    std::vector<A> again(size, std::numeric_limits<A>::quiet_NaN());
+    tf_conv_backprop::ScratchVector<A> again(size, std::numeric_limits<A>::quiet_NaN());
     kernel(MakeContext(threads, true), again.data());
     same = std::memcmp(out.data(), again.data(), size * sizeof(A)) == 0;
     ok = ok && same;

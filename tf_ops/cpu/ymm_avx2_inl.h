@@ -15,12 +15,14 @@ namespace cpu {
 namespace TCB_ISA {
 namespace {
 
+// Stream needs p 32-byte aligned.
 #define TCB_YMM_ARITHMETIC(Scalar, sfx)                                               \
   static Vec Zero() { return _mm256_setzero_##sfx(); }                               \
   static Vec Load(const Scalar* p) { return _mm256_loadu_##sfx(p); }                 \
   static Vec Broadcast(Scalar v) { return _mm256_set1_##sfx(v); }                    \
   static Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_##sfx(a, b, c); }        \
-  static void Store(Scalar* p, Vec v) { _mm256_storeu_##sfx(p, v); }
+  static void Store(Scalar* p, Vec v) { _mm256_storeu_##sfx(p, v); }                 \
+  static void Stream(Scalar* p, Vec v) { _mm256_stream_##sfx(p, v); }
 
 template <typename T>
 struct Ymm;
