@@ -23,8 +23,8 @@ int64_t VectorLanes(const SelectionInput& in) {
   return (in.isa >= Isa::kAvx512 ? 64 : 32) / AccBytes(in.dtype);
 }
 
-// The dense conv2d kernels read the filter as [taps, in_depth, out_depth]; the
-// engine runs a grouped call on them as dense slices of whole groups.
+// Rows whose kernels read the filter as [taps, in_depth, out_depth] take no groups;
+// a grouped call no row takes runs on them as dense slices of whole groups.
 bool Dense(const SelectionInput& in) { return in.geo->groups == 1; }
 
 // The permuting grouped kernels: as many output channels as input channels a group,

@@ -401,8 +401,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     };
     ScratchVector<TapAt> band_taps;
     ScratchVector<int64_t> class_start;  // (ih - ih0) * classes + rho -> first band_taps entry
-    int64_t listed = -1, copied = -1;  // the image band prepared
-    int64_t first_group = 0;           // the first group in rows_buf
+    int64_t prepared = -1;   // the image band rows_buf and the tap list hold
+    int64_t first_group = 0;  // the first group in rows_buf
     DirectTap<T> tap_list[64];
     std::vector<DirectTap<T>> tap_heap;
     DirectTap<T>* tap_ptr = taps <= 64 ? tap_list : (tap_heap.resize(taps), tap_heap.data());
@@ -425,28 +425,26 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const int64_t oh_hi = std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh);
       // dy row oh starts at src + (oh - src_row0) * src_cols * src_depth.
       const bool copied_rows = copy_rows && oh_lo <= oh_hi;
-      if (copied_rows && image_band != copied) {
-        copied = image_band;
-        // The groups of this run's units in the band (blocks are inner: all of the
-        // band's units lie together).
-        first_group = pack_group ? group_of(std::max(begin, image_band * blocks) % blocks) : 0;
-        const int64_t last_group =
-            pack_group ? group_of((std::min(end, (image_band + 1) * blocks) - 1) % blocks) : 0;
-        for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
-          for (int64_t k = first_group; k <= last_group; ++k) {
-            T* d = rows_buf.data() + (k - first_group) * slab + (oh - oh_lo) * padded_cols * src_depth;
-            std::fill_n(d, left * src_depth, T(0));
-            CopyChannels(dy_n + oh * g.out_cols * cout + k * src_depth, cout, src_depth, g.out_cols,
-                         d + left * src_depth);
-            std::fill_n(d + (left + g.out_cols) * src_depth, (padded_cols - left - g.out_cols) * src_depth, T(0));
-          }
-        }
-      }
-      const T* src = copied_rows ? rows_buf.data() + (group - first_group) * slab : dy_n;
       const int64_t src_row0 = copied_rows ? oh_lo : 0, src_cols = copied_rows ? padded_cols : g.out_cols;
       const int64_t src_left = copied_rows ? left : 0;
-      if (image_band != listed) {
-        listed = image_band;
+      if (image_band != prepared) {
+        prepared = image_band;
+        if (copied_rows) {
+          // The groups of this run's units in the band (blocks are inner: all of the
+          // band's units lie together).
+          first_group = pack_group ? group_of(std::max(begin, image_band * blocks) % blocks) : 0;
+          const int64_t last_group =
+              pack_group ? group_of((std::min(end, (image_band + 1) * blocks) - 1) % blocks) : 0;
+          for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
+            for (int64_t k = first_group; k <= last_group; ++k) {
+              T* d = rows_buf.data() + (k - first_group) * slab + (oh - oh_lo) * padded_cols * src_depth;
+              std::fill_n(d, left * src_depth, T(0));
+              CopyChannels(dy_n + oh * g.out_cols * cout + k * src_depth, cout, src_depth, g.out_cols,
+                           d + left * src_depth);
+              std::fill_n(d + (left + g.out_cols) * src_depth, (padded_cols - left - g.out_cols) * src_depth, T(0));
+            }
+          }
+        }
         band_taps.clear();
         class_start.clear();
         for (int64_t ih = ih0; ih < ih1; ++ih) {
@@ -470,6 +468,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
         }
         class_start.push_back(static_cast<int64_t>(band_taps.size()));
       }
+      const T* src = copied_rows ? rows_buf.data() + (group - first_group) * slab : dy_n;
       for (int64_t ih = ih0; ih < ih1; ++ih) {
         T* dx_block = dx + n * dx_image + ih * g.in_cols * cin + b * kBlock;
         for (int64_t rho = 0; rho < classes; ++rho) {
