@@ -11,6 +11,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from _sample import QUIET_SECONDS, sample_seconds
+
 # Chained copies per tf.function call.
 COPIES = 4
 
@@ -49,9 +51,8 @@ def seconds(run):
     process's, e.g. the PyTorch anchor) reports its own."""
     if hasattr(run, "measure"):
         return run.measure()
-    start = time.perf_counter()
-    run()  # eager CPU execution is synchronous: the outputs exist when this returns
-    return (time.perf_counter() - start) / run.copies
+    # Eager CPU execution is synchronous: the outputs exist when a call returns.
+    return sample_seconds(run, run.copies)
 
 
 def time_alternating(runs, rounds, warmup=1):
@@ -65,6 +66,7 @@ def time_alternating(runs, rounds, warmup=1):
     for r in range(rounds):
         order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
         for i in order:
+            time.sleep(QUIET_SECONDS)
             times[i].append(seconds(runs[i]))
     return times
 

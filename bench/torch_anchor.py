@@ -6,7 +6,7 @@ ours and TF's in the same run:
 
     {"layer": LABEL, "op": KEY, "dtype": D, "layout": "NHWC"|"NCHW", "batch": N,
      "copies": K}       -> {"ready": true} (tensors built, one warm-up call)
-    {"time": true}      -> {"seconds": S}  (per copy, K chained calls)
+    {"time": true}      -> {"seconds": S}  (per copy, _sample.sample_seconds)
     {"quit": true}
 
 The gradient is `torch.ops.aten.convolution_backward` with the layer's stride,
@@ -19,11 +19,11 @@ TCB_ANCHOR_THREADS; ISA: ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA as the caller 
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
+from _sample import sample_seconds  # noqa: E402
 from shapes import BY_LABEL  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -73,9 +73,7 @@ def main():
                      "threads": torch.get_num_threads()}
         else:
             with torch.no_grad():
-                start = time.perf_counter()
-                run()
-                reply = {"seconds": (time.perf_counter() - start) / copies}
+                reply = {"seconds": sample_seconds(run, copies)}
         print(json.dumps(reply), flush=True)
 
 
