@@ -265,6 +265,41 @@ void CheckVariant(cpu::Variant v, const std::vector<ConvGeometry>& pool, Tally* 
   }
 }
 
+// IsaFor's rule on an AVX-512 CPU: grouped conv2d with groups of whole ymm but not
+// whole zmm vectors runs the AVX2 build; everything else the active ISA.
+void CheckIsaRouting(Tally* tally) {
+  if (cpu::BestSupportedIsa() < cpu::Isa::kAvx512) return;
+  cpu::SetActiveIsa(cpu::Isa::kAvx512);
+  struct Case {
+    OpKind op;
+    int64_t groups, group_depth, stride;
+    cpu::Dtype dtype;
+    cpu::Isa expected;
+  } cases[] = {
+      {OpKind::kConv2DBackpropInput, 32, 8, 1, cpu::Dtype::kFloat, cpu::Isa::kAvx2},
+      {OpKind::kConv2DBackpropFilter, 7, 24, 2, cpu::Dtype::kBfloat16, cpu::Isa::kAvx2},
+      {OpKind::kConv2DBackpropFilter, 4, 4, 1, cpu::Dtype::kDouble, cpu::Isa::kAvx2},
+      {OpKind::kConv2DBackpropInput, 32, 8, 2, cpu::Dtype::kFloat, cpu::Isa::kAvx512},
+      {OpKind::kConv2DBackpropInput, 32, 4, 1, cpu::Dtype::kFloat, cpu::Isa::kAvx512},
+      {OpKind::kConv2DBackpropInput, 32, 16, 1, cpu::Dtype::kFloat, cpu::Isa::kAvx512},
+      {OpKind::kConv2DBackpropInput, 1, 8, 1, cpu::Dtype::kFloat, cpu::Isa::kAvx512},
+      {OpKind::kConv2DBackpropInput, 4, 8, 1, cpu::Dtype::kInt32, cpu::Isa::kAvx512},
+  };
+  for (const Case& c : cases) {
+    ConvGeometry g;
+    g.stride_rows = g.stride_cols = c.stride;
+    g.groups = c.groups;
+    g.in_depth = g.out_depth = c.groups * c.group_depth;
+    const cpu::Isa isa = cpu::IsaFor(c.op, g, c.dtype);
+    const bool ok = isa == c.expected;
+    ok ? ++tally->passed : ++tally->failed;
+    if (!ok) {
+      std::printf("FAIL IsaFor(groups %lld of %lld %s) = %s, expected %s\n", (long long)c.groups,
+                  (long long)c.group_depth, cpu::DtypeName(c.dtype), cpu::IsaName(isa), cpu::IsaName(c.expected));
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -312,6 +347,7 @@ int main() {
     }
     std::printf("isa %s: %d failed\n", cpu::IsaName(isa), tally.failed - failed_before);
   }
+  CheckIsaRouting(&tally);
   cpu::SetActiveIsa(selected);
   std::printf("%d passed, %d failed\n", tally.passed, tally.failed);
   return tally.failed == 0 ? 0 : 1;

@@ -151,7 +151,7 @@ bool RunAsIs(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T*
   const cpu::Candidates c = cpu::SelectCandidates(in);
   for (int i = 0; i < c.count; ++i) {
     if (!cpu::TakesAsIs(c.list[i], in)) return false;
-    const cpu::KernelFn kernel = cpu::ActiveKernels().Kernel(c.list[i], in.dtype);
+    const cpu::KernelFn kernel = cpu::KernelsOf(in.isa).Kernel(c.list[i], in.dtype);
     if (kernel != nullptr && kernel(ctx, geo, a, b, out)) {
       cpu::RecordRun(c.list[i]);
       return true;

@@ -86,7 +86,7 @@ struct SelectionInput {
   const ConvGeometry* geo;
   Dtype dtype;
   int num_threads;
-  Isa isa;            // the active instruction-set variant
+  Isa isa;            // the instruction-set build whose kernels run the call (IsaFor)
   uint32_t features;  // Feature bits of this CPU
 };
 
@@ -138,6 +138,10 @@ void SetForcedVariant(int variant);
 
 // This CPU's Feature bits (AVX512_BF16, with the OS's zmm state).
 uint32_t CpuFeatures();
+// The instruction-set build whose rows run a call: the active one, except for grouped
+// conv2d layers whose groups fill ymm but not zmm vectors, which run at AVX2 on an AVX-512
+// CPU (select.cc says why).
+Isa IsaFor(OpKind op, const ConvGeometry& geo, Dtype dtype);
 // The input for a call on this machine now.
 SelectionInput MachineInput(OpKind op, const ConvGeometry& geo, Dtype dtype, int num_threads);
 
