@@ -88,6 +88,12 @@ bool PlanarAvx512Applies(const SelectionInput& in) {
 // With a multiplier of 1 the generic planar kernels lose to the channel blocks.
 bool PlanarApplies(const SelectionInput& in) { return in.geo->depth_multiplier > 1; }
 
+// The depthwise NHWC filter gradient's register-blocked sizes (its SimdFilterRows).
+bool DepthwiseSimdFilterApplies(const SelectionInput& in) {
+  const ConvGeometry& g = *in.geo;
+  return (g.filter_rows == 3 && g.filter_cols == 3) || (g.filter_rows == 5 && g.filter_cols == 5);
+}
+
 bool InputChannelBlocksApply(const SelectionInput& in) {
   return depthwise::PlanInputBlocks(*in.geo, AccBytes(in.dtype), in.num_threads).fits;
 }

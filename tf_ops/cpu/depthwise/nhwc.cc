@@ -19,16 +19,19 @@
 // (FilterGradRowsSimd); other filter sizes run the portable loops below, taps
 // outer and a contiguous channel loop inner, left to the auto-vectoriser. No
 // division or bounds test sits inside a pixel loop: column ranges are
-// precomputed, edges run separate, checked code.
+// precomputed, edges run separate, checked code. At AVX2 and up the same kernels
+// read bfloat16 and half tensors as they lie, widening them in registers (LoadAs).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
+
+#include <Eigen/Core>
 
 #include "tf_ops/core/scratch.h"
 #include "tf_ops/cpu/isa_kernels.h"
@@ -159,6 +162,46 @@ int64_t CostPerRow(const ConvGeometry& g, int64_t cols, int64_t row_taps) {
 // So one lane loop serves every multiplier; M > 1 only adds a reduction pass
 // (input grad) or an expansion of the x rows (filter grad).
 
+// The filter gradient also reads bfloat16 and half as they lie (S), widening to
+// float (A) in registers: bfloat16 is the top half of a float's bits, half goes
+// through F16C. Exact, so the sums are the float kernel's on the converted tensors,
+// without the conversion passes' trips through memory.
+template <typename V, typename S>
+inline V LoadAs(const S* p) {
+  if constexpr (std::is_same_v<S, Eigen::bfloat16> || std::is_same_v<S, Eigen::half>) {
+    if constexpr (std::is_same_v<V, float>) {  // the lane tail
+      return static_cast<float>(*p);
+    } else {
+#if defined(__AVX2__)
+      static_assert(sizeof(V) == kVectorBytes, "a float vector");
+      if constexpr (std::is_same_v<S, Eigen::bfloat16>) {
+        typedef uint16_t Bits16 __attribute__((vector_size(kVectorBytes / 2)));
+        typedef uint32_t Bits32 __attribute__((vector_size(kVectorBytes)));
+        Bits16 h;
+        std::memcpy(&h, p, sizeof(h));
+        const Bits32 w = __builtin_convertvector(h, Bits32) << 16;
+        V v;
+        std::memcpy(&v, &w, sizeof(v));
+        return v;
+      } else {
+        V v;
+#if defined(__AVX512F__)
+        const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#else
+        const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
+        std::memcpy(&v, &f, sizeof(v));
+        return v;
+      }
+#else
+      static_assert(sizeof(V) == 0, "bfloat16 and half widen at AVX2 and up");
+#endif
+    }
+  } else {
+    return Load<V>(p);
+  }
+}
+
 // ---- Input gradient --------------------------------------------------------
 
 // dx of a large call is written once and not read again by this kernel, so it
@@ -183,9 +226,9 @@ inline void StoreOut(A* p, const V& v, bool stream) {
 
 // One (kh, kw) tap as seen from one residue class of dx columns: dx column
 // iw = rho + j*stride_cols reads dy column ow = j + ow_offset of dy_row.
-template <typename A>
+template <typename S, typename A>
 struct InputTap {
-  const A* dy_row;  // dy row oh, at column 0
+  const S* dy_row;  // dy row oh, at column 0
   const A* w;       // filter tap (kh, kw), C*M lanes
   int64_t ow_offset;
 };
@@ -204,17 +247,17 @@ constexpr int kPixelBlock = 8;
 // G for dx columns j0 .. j0+P-1 of one class (each with dy columns in range for
 // every tap), lanes [l, l + lanes of V); g_px points at lane 0 of column j0,
 // g_step is the distance between consecutive columns of the class.
-template <typename V, typename A, int P>
-inline void InputLaneBlock(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t l,
+template <typename V, typename A, typename S, int P>
+inline void InputLaneBlock(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, int64_t l,
                            int64_t cm, A* g_px, int64_t g_step, bool stream) {
   V acc[P];
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) acc[p] = V{};
   for (int64_t t = 0; t < ntaps; ++t) {
     const V w = Load<V>(taps[t].w + l);
-    const A* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l;
+    const S* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l;
 #pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) acc[p] += Load<V>(dy + p * cm) * w;
+    for (int p = 0; p < P; ++p) acc[p] += LoadAs<V>(dy + p * cm) * w;
   }
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) StoreOut(g_px + p * g_step + l, acc[p], stream);
@@ -222,8 +265,8 @@ inline void InputLaneBlock(const InputTap<A>* taps, int64_t ntaps, int64_t j0, i
 
 // G for one column, Q vectors of lanes from l at a time: Q independent sums,
 // where one vector alone would wait on each FMA's latency.
-template <typename V, typename A, int Q>
-inline void InputLaneBlocks(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t l, int64_t cm,
+template <typename V, typename A, typename S, int Q>
+inline void InputLaneBlocks(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, int64_t l, int64_t cm,
                             A* g_px) {
   constexpr int64_t L = kLanes<V, A>;
   V acc[Q];
@@ -231,38 +274,38 @@ inline void InputLaneBlocks(const InputTap<A>* taps, int64_t ntaps, int64_t j0, 
   for (int q = 0; q < Q; ++q) acc[q] = V{};
   for (int64_t t = 0; t < ntaps; ++t) {
     const A* w = taps[t].w + l;
-    const A* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l;
+    const S* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l;
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) acc[q] += Load<V>(dy + q * L) * Load<V>(w + q * L);
+    for (int q = 0; q < Q; ++q) acc[q] += LoadAs<V>(dy + q * L) * Load<V>(w + q * L);
   }
 #pragma GCC unroll 8
   for (int q = 0; q < Q; ++q) Store(g_px + l + q * L, acc[q]);
 }
 
 // All lanes of P columns: full vectors, then one lane at a time.
-template <typename A, int P>
-inline void InputPixels(const InputTap<A>* taps, int64_t ntaps, int64_t j0, int64_t cm, A* g_px,
+template <typename S, typename A, int P>
+inline void InputPixels(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, int64_t cm, A* g_px,
                         int64_t g_step, bool stream = false) {
   using V = typename SimdOf<A>::Type;
   int64_t l = 0;
   if constexpr (P == 1) {  // edge columns, one at a time
     constexpr int kQ = 4;
     for (; l + kQ * kLanes<V, A> <= cm; l += kQ * kLanes<V, A>) {
-      InputLaneBlocks<V, A, kQ>(taps, ntaps, j0, l, cm, g_px);
+      InputLaneBlocks<V, A, S, kQ>(taps, ntaps, j0, l, cm, g_px);
     }
   }
   for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
-    InputLaneBlock<V, A, P>(taps, ntaps, j0, l, cm, g_px, g_step, stream);
+    InputLaneBlock<V, A, S, P>(taps, ntaps, j0, l, cm, g_px, g_step, stream);
   }
-  for (; l < cm; ++l) InputLaneBlock<A, A, P>(taps, ntaps, j0, l, cm, g_px, g_step, false);
+  for (; l < cm; ++l) InputLaneBlock<A, A, S, P>(taps, ntaps, j0, l, cm, g_px, g_step, false);
 }
 
 // G for one dx row (all its columns), written to g (in_cols x C*M).
 // With edges_only, the interior columns (those all taps reach) are left as
 // they are: InputRectRows has written them.
-template <typename A>
-void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64_t n, int64_t ih,
-                      std::vector<InputTap<A>>& taps, std::vector<InputTap<A>>& some, A* grow,
+template <typename S, typename A>
+void InputGradRowSimd(const ConvGeometry& g, const A* filter, const S* dy, int64_t n, int64_t ih,
+                      std::vector<InputTap<S, A>>& taps, std::vector<InputTap<S, A>>& some, A* grow,
                       bool stream, bool edges_only = false) {
   const int64_t cm = g.in_depth * g.depth_multiplier, sc = g.stride_cols;
   const int64_t dy_row_elems = g.out_cols * cm;
@@ -295,14 +338,14 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64
     // Edge columns: only the taps whose dy column exists.
     auto edge = [&](int64_t j) {
       some.clear();
-      for (const InputTap<A>& tap : taps) {
+      for (const InputTap<S, A>& tap : taps) {
         const int64_t ow = j + tap.ow_offset;
         if (ow >= 0 && ow < g.out_cols) some.push_back(tap);
       }
       if (some.empty()) {
         std::fill_n(g0 + j * step, cm, A(0));
       } else {
-        InputPixels<A, 1>(some.data(), some.size(), j, cm, g0 + j * step, step);
+        InputPixels<S, A, 1>(some.data(), some.size(), j, cm, g0 + j * step, step);
       }
     };
     for (int64_t j = 0; j < lo; ++j) edge(j);
@@ -313,10 +356,10 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64
     // A block's loads jump a whole pixel (cm lanes) per column and one vector
     // per lane block, a pattern the hardware prefetchers do not follow; so each
     // block prefetches, in every dy row its taps read, the columns two blocks on.
-    const A* ahead_rows[kMaxPrefetchRows];
+    const S* ahead_rows[kMaxPrefetchRows];
     int64_t ahead_offset[kMaxPrefetchRows];
     int nrows = 0;
-    for (const InputTap<A>& tap : taps) {
+    for (const InputTap<S, A>& tap : taps) {
       int r = 0;
       while (r < nrows && ahead_rows[r] != tap.dy_row) ++r;
       if (r == nrows) {
@@ -326,24 +369,24 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const A* dy, int64
         ahead_offset[r] = std::min(ahead_offset[r], tap.ow_offset);
       }
     }
-    const uintptr_t block_bytes = kPixelBlock * cm * sizeof(A);
+    const uintptr_t block_bytes = kPixelBlock * cm * sizeof(S);
     int64_t j = lo;
     for (; j + kPixelBlock <= hi; j += kPixelBlock) {
       for (int r = 0; r < nrows; ++r) {
         // Integer arithmetic: the address may lie past the row (prefetches never fault).
         const uintptr_t first = reinterpret_cast<uintptr_t>(ahead_rows[r]) +
-                                (j + 2 * kPixelBlock + ahead_offset[r]) * cm * sizeof(A);
+                                (j + 2 * kPixelBlock + ahead_offset[r]) * cm * sizeof(S);
         for (uintptr_t b = 0; b < block_bytes; b += 64) {
           __builtin_prefetch(reinterpret_cast<const void*>(first + b));
         }
       }
-      InputPixels<A, kPixelBlock>(taps.data(), taps.size(), j, cm, g0 + j * step, step, stream);
+      InputPixels<S, A, kPixelBlock>(taps.data(), taps.size(), j, cm, g0 + j * step, step, stream);
     }
     // The rest of the interior as one narrower block (each width unrolled).
     switch (hi - j) {
 #define TCB_TAIL(p)                                                                           \
   case p:                                                                                     \
-    InputPixels<A, p>(taps.data(), taps.size(), j, cm, g0 + j * step, step, stream); \
+    InputPixels<S, A, p>(taps.data(), taps.size(), j, cm, g0 + j * step, step, stream); \
     break;
       TCB_TAIL(1) TCB_TAIL(2) TCB_TAIL(3) TCB_TAIL(4) TCB_TAIL(5) TCB_TAIL(6) TCB_TAIL(7)
 #undef TCB_TAIL
@@ -371,8 +414,8 @@ constexpr int kRectCols = 4;
 
 // dx pixels (r, p) at dx + r*dx_row + p*cm from the dy window whose corner is
 // dy (row ih0 + pad_top - (KH-1), column iw0 + pad_left - (KW-1)); all at lane l.
-template <typename V, typename A, int KH, int KW, int R, int P>
-inline void InputRectBlock(const A* dy, int64_t dy_row, int64_t cm, const A* w, A* dx,
+template <typename V, typename A, typename S, int KH, int KW, int R, int P>
+inline void InputRectBlock(const S* dy, int64_t dy_row, int64_t cm, const A* w, A* dx,
                            int64_t dx_row, bool stream) {
   V acc[R][P];
 #pragma GCC unroll 8
@@ -384,7 +427,7 @@ inline void InputRectBlock(const A* dy, int64_t dy_row, int64_t cm, const A* w, 
   for (int a = 0; a < R + KH - 1; ++a) {
 #pragma GCC unroll 16
     for (int b = 0; b < P + KW - 1; ++b) {
-      const V d = Load<V>(dy + a * dy_row + b * cm);
+      const V d = LoadAs<V>(dy + a * dy_row + b * cm);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const int kh = r + KH - 1 - a;
@@ -406,8 +449,8 @@ inline void InputRectBlock(const A* dy, int64_t dy_row, int64_t cm, const A* w, 
 
 // dx columns [0, cols) of R rows, every lane: dx0 at (row 0, column 0), dy0 at
 // the corner of column 0's window, rows dx_row and dy_row apart.
-template <typename A, int KH, int KW, int R>
-void InputRectRows(int64_t cm, const A* filter, const A* dy0, int64_t dy_row, A* dx0, int64_t dx_row,
+template <typename S, typename A, int KH, int KW, int R>
+void InputRectRows(int64_t cm, const A* filter, const S* dy0, int64_t dy_row, A* dx0, int64_t dx_row,
                    int64_t cols, bool stream) {
   using V = typename SimdOf<A>::Type;
   // Lanes inner: a block's window of every lane (~20 KB at C144) stays in L1
@@ -416,11 +459,11 @@ void InputRectRows(int64_t cm, const A* filter, const A* dy0, int64_t dy_row, A*
     constexpr int P = decltype(p_tag)::value;
     int64_t l = 0;
     for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
-      InputRectBlock<V, A, KH, KW, R, P>(dy0 + iw * cm + l, dy_row, cm, filter + l, dx0 + iw * cm + l,
+      InputRectBlock<V, A, S, KH, KW, R, P>(dy0 + iw * cm + l, dy_row, cm, filter + l, dx0 + iw * cm + l,
                                          dx_row, stream);
     }
     for (; l < cm; ++l) {
-      InputRectBlock<A, A, KH, KW, R, P>(dy0 + iw * cm + l, dy_row, cm, filter + l, dx0 + iw * cm + l,
+      InputRectBlock<A, A, S, KH, KW, R, P>(dy0 + iw * cm + l, dy_row, cm, filter + l, dx0 + iw * cm + l,
                                          dx_row, false);
     }
   };
@@ -435,30 +478,30 @@ void InputRectRows(int64_t cm, const A* filter, const A* dy0, int64_t dy_row, A*
   static_assert(kRectCols == 4, "the tail switch covers widths 1 .. kRectCols - 1");
 }
 
-template <typename A>
-using InputRectFn = void (*)(int64_t, const A*, const A*, int64_t, A*, int64_t, int64_t, bool);
+template <typename S, typename A>
+using InputRectFn = void (*)(int64_t, const A*, const S*, int64_t, A*, int64_t, int64_t, bool);
 // The rectangle kernels for this geometry ({R rows, 1 row}), or nulls.
-template <typename A>
+template <typename S, typename A>
 struct InputRectPlan {
-  InputRectFn<A> block = nullptr, single = nullptr;
+  InputRectFn<S, A> block = nullptr, single = nullptr;
   int64_t ih_lo = 0, ih_hi = 0, iw_lo = 0, iw_hi = 0;  // the interior
 };
 
-template <typename A, int KH, int KW>
-void SetRectKernels(InputRectPlan<A>& plan) {
-  plan.block = &InputRectRows<A, KH, KW, kRectRows>;
-  plan.single = &InputRectRows<A, KH, KW, 1>;
+template <typename S, typename A, int KH, int KW>
+void SetRectKernels(InputRectPlan<S, A>& plan) {
+  plan.block = &InputRectRows<S, A, KH, KW, kRectRows>;
+  plan.single = &InputRectRows<S, A, KH, KW, 1>;
 }
 
-template <typename A>
-InputRectPlan<A> PlanInputRect(const ConvGeometry& g) {
-  InputRectPlan<A> plan;
+template <typename S, typename A>
+InputRectPlan<S, A> PlanInputRect(const ConvGeometry& g) {
+  InputRectPlan<S, A> plan;
   if (g.depth_multiplier != 1 || g.stride_rows != 1 || g.stride_cols != 1 || g.dilation_rows != 1 ||
       g.dilation_cols != 1) {
     return plan;
   }
-  if (g.filter_rows == 3 && g.filter_cols == 3) SetRectKernels<A, 3, 3>(plan);
-  if (g.filter_rows == 5 && g.filter_cols == 5) SetRectKernels<A, 5, 5>(plan);
+  if (g.filter_rows == 3 && g.filter_cols == 3) SetRectKernels<S, A, 3, 3>(plan);
+  if (g.filter_rows == 5 && g.filter_cols == 5) SetRectKernels<S, A, 5, 5>(plan);
   // dx (ih, iw) is interior when every tap's dy pixel (ih + pad_top - kh,
   // iw + pad_left - kw) exists; the same columns InputGradRowSimd calls lo, hi.
   plan.ih_lo = std::min(g.in_rows, std::max<int64_t>(0, g.filter_rows - 1 - g.pad_top));
@@ -468,45 +511,56 @@ InputRectPlan<A> PlanInputRect(const ConvGeometry& g) {
   return plan;
 }
 
-template <typename A>
-void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* dx, int64_t begin,
+// dx rows [begin, end) (r = n*in_rows + ih); dy and dx in S: A itself, or bfloat16 /
+// half with A = float, dy widened in registers and each block of dx rows summed into
+// a float row buffer, rounded from there while it is in cache (a conversion pass
+// over the whole tensors cost as much as the float kernel).
+template <typename S, typename A>
+void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const S* dy, S* dx, int64_t begin,
                        int64_t end, bool stream) {
-  const int64_t c = g.in_depth, m = g.depth_multiplier;
-  std::vector<InputTap<A>> taps, some;
+  constexpr bool kWiden = !std::is_same_v<S, A>;
+  const int64_t c = g.in_depth, m = g.depth_multiplier, row_elems = g.in_cols * c;
+  std::vector<InputTap<S, A>> taps, some;
   taps.reserve(g.filter_rows * g.filter_cols);
   some.reserve(g.filter_rows * g.filter_cols);
   ScratchVector<A> lanes(m > 1 ? g.in_cols * c * m : 0);
-  const InputRectPlan<A> rect = PlanInputRect<A>(g);
-  for (int64_t r = begin; r < end; ++r) {
+  ScratchVector<A> widened_rows(kWiden ? kRectRows * row_elems : 0);
+  const InputRectPlan<S, A> rect = PlanInputRect<S, A>(g);
+  for (int64_t r = begin; r < end;) {
     const int64_t n = r / g.in_rows, ih = r % g.in_rows;
-    A* dx_row = dx + r * g.in_cols * c;
+    A* dx_row;
+    if constexpr (kWiden) {
+      dx_row = widened_rows.data();
+    } else {
+      dx_row = dx + r * row_elems;
+    }
+    int64_t rows = 1;
     if (rect.block && ih >= rect.ih_lo && ih < rect.ih_hi && rect.iw_lo < rect.iw_hi) {
       // Interior rows: kRectRows at a time while the shard and the image last.
-      const int64_t rows = std::min(end - r, rect.ih_hi - ih) >= kRectRows ? kRectRows : 1;
+      rows = std::min(end - r, rect.ih_hi - ih) >= kRectRows ? kRectRows : 1;
       const int64_t cm = g.in_depth;
-      const A* dy0 = dy + ((n * g.out_rows + ih + g.pad_top - (g.filter_rows - 1)) * g.out_cols +
+      const S* dy0 = dy + ((n * g.out_rows + ih + g.pad_top - (g.filter_rows - 1)) * g.out_cols +
                            rect.iw_lo + g.pad_left - (g.filter_cols - 1)) * cm;
       (rows == kRectRows ? rect.block : rect.single)(cm, filter, dy0, g.out_cols * cm,
-                                                     dx_row + rect.iw_lo * cm, g.in_cols * cm,
+                                                     dx_row + rect.iw_lo * cm, row_elems,
                                                      rect.iw_hi - rect.iw_lo, stream);
       for (int64_t k = 0; k < rows; ++k) {
-        InputGradRowSimd(g, filter, dy, n, ih + k, taps, some, dx_row + k * g.in_cols * c, stream,
+        InputGradRowSimd(g, filter, dy, n, ih + k, taps, some, dx_row + k * row_elems, stream,
                          /*edges_only=*/true);
       }
-      r += rows - 1;
-      continue;
-    }
-    if (m == 1) {
+    } else if (m == 1) {
       InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream);
-      continue;
+    } else {
+      InputGradRowSimd(g, filter, dy, n, ih, taps, some, lanes.data(), false);
+      for (int64_t i = 0; i < row_elems; ++i) {
+        const A* s = lanes.data() + i * m;
+        A sum = s[0];
+        for (int64_t k = 1; k < m; ++k) sum += s[k];
+        dx_row[i] = sum;
+      }
     }
-    InputGradRowSimd(g, filter, dy, n, ih, taps, some, lanes.data(), false);
-    for (int64_t i = 0; i < g.in_cols * c; ++i) {
-      const A* s = lanes.data() + i * m;
-      A sum = s[0];
-      for (int64_t k = 1; k < m; ++k) sum += s[k];
-      dx_row[i] = sum;
-    }
+    if constexpr (kWiden) ConvertElements(widened_rows.data(), dx + r * row_elems, rows * row_elems);
+    r += rows;
   }
 }
 
@@ -517,8 +571,8 @@ void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const A* dy, A* d
 // x_rows[kh] points at lane 0 of column 0 of the (expanded) input row tap kh
 // reads, or at a row of zeros; columns outside the image are skipped at the
 // edges (ow < ow_lo or ow >= ow_hi).
-template <typename V, typename A, int KH, int KW>
-inline void FilterLaneBlock(const ConvGeometry& g, const A* const* x_rows, const A* dy_row,
+template <typename V, typename A, typename S, int KH, int KW>
+inline void FilterLaneBlock(const ConvGeometry& g, const S* const* x_rows, const S* dy_row,
                             int64_t ow_lo, int64_t ow_hi, int64_t l, int64_t cm, A* dw) {
   V acc[KH][KW];
 #pragma GCC unroll 5
@@ -528,24 +582,24 @@ inline void FilterLaneBlock(const ConvGeometry& g, const A* const* x_rows, const
   const int64_t sc = g.stride_cols, dc = g.dilation_cols, pl = g.pad_left;
   // Edge columns: check each tap's input column.
   auto edge = [&](int64_t ow) {
-    const V d = Load<V>(dy_row + ow * cm + l);
+    const V d = LoadAs<V>(dy_row + ow * cm + l);
 #pragma GCC unroll 5
     for (int kw = 0; kw < KW; ++kw) {
       const int64_t iw = ow * sc - pl + kw * dc;
       if (iw < 0 || iw >= g.in_cols) continue;
 #pragma GCC unroll 5
-      for (int kh = 0; kh < KH; ++kh) acc[kh][kw] += Load<V>(x_rows[kh] + iw * cm + l) * d;
+      for (int kh = 0; kh < KH; ++kh) acc[kh][kw] += LoadAs<V>(x_rows[kh] + iw * cm + l) * d;
     }
   };
   for (int64_t ow = 0; ow < ow_lo; ++ow) edge(ow);
   for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-    const V d = Load<V>(dy_row + ow * cm + l);
+    const V d = LoadAs<V>(dy_row + ow * cm + l);
     const int64_t iw0 = ow * sc - pl;
 #pragma GCC unroll 5
     for (int kh = 0; kh < KH; ++kh) {
-      const A* x = x_rows[kh] + iw0 * cm + l;
+      const S* x = x_rows[kh] + iw0 * cm + l;
 #pragma GCC unroll 5
-      for (int kw = 0; kw < KW; ++kw) acc[kh][kw] += Load<V>(x + kw * dc * cm) * d;
+      for (int kw = 0; kw < KW; ++kw) acc[kh][kw] += LoadAs<V>(x + kw * dc * cm) * d;
     }
   }
   for (int64_t ow = std::max(ow_lo, ow_hi); ow < g.out_cols; ++ow) edge(ow);
@@ -587,17 +641,18 @@ class PrefetchQueue {
   int64_t lines_ = 0;
 };
 
-// Adds the dy rows [begin, end) (r = n*out_rows + oh) into dw.
-template <typename A, int KH, int KW>
-void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, int64_t begin,
+// Adds the dy rows [begin, end) (r = n*out_rows + oh) into dw; x and dy in S (A, or
+// bfloat16 / half widened to A = float).
+template <typename S, typename A, int KH, int KW>
+void FilterGradRowsSimd(const ConvGeometry& g, const S* x, const S* dy, A* dw, int64_t begin,
                         int64_t end) {
   using V = typename SimdOf<A>::Type;
   const int64_t c = g.in_depth, m = g.depth_multiplier, cm = c * m;
   const int64_t row_lanes = g.in_cols * cm;
   // A row of zeros stands in for input rows outside the image; with M > 1 the
   // KH input rows are expanded to lanes first.
-  ScratchVector<A> zeros(row_lanes, A(0));
-  ScratchVector<A> expanded(m > 1 ? KH * row_lanes : 0);
+  ScratchVector<S> zeros(row_lanes, S(0));
+  ScratchVector<S> expanded(m > 1 ? KH * row_lanes : 0);
   // Which input row (n*in_rows + ih) each of the KH expanded slots holds: with
   // stride 1 consecutive dy rows share KH - 1 input rows, expanded only once.
   int64_t slot_row[KH];
@@ -607,7 +662,7 @@ void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, i
   const int64_t ow_lo = std::min(g.out_cols, CeilDiv(g.pad_left, sc));
   const int64_t ow_hi = std::max<int64_t>(
       ow_lo, std::min(g.out_cols, CeilDiv(g.in_cols - span + g.pad_left, sc)));
-  const A* x_rows[KH];
+  const S* x_rows[KH];
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / g.out_rows, oh = r % g.out_rows;
     for (int kh = 0; kh < KH; ++kh) {
@@ -617,7 +672,7 @@ void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, i
         continue;
       }
       const int64_t row = n * g.in_rows + ih;
-      const A* src = x + row * g.in_cols * c;
+      const S* src = x + row * g.in_cols * c;
       if (m == 1) {
         x_rows[kh] = src;
         continue;
@@ -633,26 +688,26 @@ void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, i
           }
           if (!used) break;  // at most KH - 1 slots hold rows this dy row needs
         }
-        A* e = expanded.data() + slot * row_lanes;
+        S* e = expanded.data() + slot * row_lanes;
         for (int64_t i = 0; i < g.in_cols * c; ++i) std::fill_n(e + i * m, m, src[i]);
         slot_row[slot] = row;
       }
       x_rows[kh] = expanded.data() + slot * row_lanes;
     }
-    const A* dy_row = dy + r * g.out_cols * cm;
+    const S* dy_row = dy + r * g.out_cols * cm;
     // Each lane pass walks the rows with a stride of a whole pixel, which the
     // hardware prefetchers follow poorly on the first (DRAM) pass; so this
     // row's passes prefetch the next dy row and the input rows it adds, a
     // share per pass.
     PrefetchQueue ahead;
     if (r + 1 < end) {
-      ahead.Add(dy_row + g.out_cols * cm, g.out_cols * cm * sizeof(A));
+      ahead.Add(dy_row + g.out_cols * cm, g.out_cols * cm * sizeof(S));
       const int64_t next_n = (r + 1) / g.out_rows, next_oh = (r + 1) % g.out_rows;
       for (int kh = std::max(0, KH - static_cast<int>(std::min<int64_t>(g.stride_rows, KH)));
            kh < KH; ++kh) {
         const int64_t ih = next_oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
         if (ih >= 0 && ih < g.in_rows) {
-          ahead.Add(x + ((next_n * g.in_rows + ih) * g.in_cols) * c, g.in_cols * c * sizeof(A));
+          ahead.Add(x + ((next_n * g.in_rows + ih) * g.in_cols) * c, g.in_cols * c * sizeof(S));
         }
       }
     }
@@ -661,55 +716,32 @@ void FilterGradRowsSimd(const ConvGeometry& g, const A* x, const A* dy, A* dw, i
     int64_t l = 0;
     for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
       ahead.Issue(lines_per_pass);
-      FilterLaneBlock<V, A, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
+      FilterLaneBlock<V, A, S, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
     }
-    for (; l < cm; ++l) FilterLaneBlock<A, A, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
+    for (; l < cm; ++l) FilterLaneBlock<A, A, S, KH, KW>(g, x_rows, dy_row, ow_lo, ow_hi, l, cm, dw);
   }
 }
 
-// The filter sizes with a register-blocked filter-gradient kernel.
-template <typename A>
-using FilterRowsFn = void (*)(const ConvGeometry&, const A*, const A*, A*, int64_t, int64_t);
-template <typename A>
-FilterRowsFn<A> SimdFilterRows(const ConvGeometry& g) {
-  if (g.filter_rows == 3 && g.filter_cols == 3) return &FilterGradRowsSimd<A, 3, 3>;
-  if (g.filter_rows == 5 && g.filter_cols == 5) return &FilterGradRowsSimd<A, 5, 5>;
+// The filter sizes with a register-blocked filter-gradient kernel (the ones
+// DepthwiseSimdFilterApplies names in cpu/select.cc).
+template <typename S, typename A>
+using FilterRowsFn = void (*)(const ConvGeometry&, const S*, const S*, A*, int64_t, int64_t);
+template <typename S, typename A>
+FilterRowsFn<S, A> SimdFilterRows(const ConvGeometry& g) {
+  if (g.filter_rows == 3 && g.filter_cols == 3) return &FilterGradRowsSimd<S, A, 3, 3>;
+  if (g.filter_rows == 5 && g.filter_cols == 5) return &FilterGradRowsSimd<S, A, 5, 5>;
   return nullptr;
 }
 
-}  // namespace
-
-template <typename A>
-bool DepthwiseInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* filter,
-                        const A* out_backprop, A* in_backprop) {
-  // dx rows are disjoint and each is a gather over dy, so rows parallelise
-  // without races and the result does not depend on the split.
-  // A dx row is reached by about filter_rows / stride_rows taps.
-  const int64_t row_taps = CeilDiv(geo.filter_rows, geo.stride_rows);
-  const int64_t cost = CostPerRow(geo, geo.out_cols, row_taps);
-  // Streaming stores pay off once dx is far larger than the caches; they need
-  // every pixel's vectors on 64-byte boundaries.
-  const bool stream = geo.depth_multiplier == 1 &&
-                      geo.input_elements * static_cast<int64_t>(sizeof(A)) >= kStreamBytes &&
-                      reinterpret_cast<uintptr_t>(in_backprop) % 64 == 0 &&
-                      (geo.in_depth * static_cast<int64_t>(sizeof(A))) % 64 == 0;
-  ctx.For(geo.batch * geo.in_rows, cost, [&](int64_t begin, int64_t end) {
-    InputGradRowsSimd(geo, filter, out_backprop, in_backprop, begin, end, stream);
-#if defined(__AVX512F__)
-    if (stream) _mm_sfence();  // streamed dx visible before the pool reports done
-#endif
-  });
-  return true;
-}
-
-template <typename A>
-bool DepthwiseFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A* input,
-                         const A* out_backprop, A* filter_backprop) {
-  const std::vector<ColumnSpan> spans = ColumnSpans(geo);
-  const auto generic_fn = PickByMultiplier(geo.depth_multiplier, &FilterGradRows<A, 1>,
-                                           &FilterGradRows<A, 2>, &FilterGradRows<A, 0>);
-  // Fast path: 3x3 and 5x5 filters, all taps' accumulators in registers.
-  const FilterRowsFn<A> simd_fn = SimdFilterRows<A>(geo);
+// dW (in A) of x and dy (in S): fixed row shards, each summing into a private partial
+// (shard 0 into dw itself), added in shard order.
+template <typename S, typename A>
+void FilterGradNhwc(const CpuContext& ctx, const ConvGeometry& geo, const S* input, const S* out_backprop,
+                    A* filter_backprop) {
+  // Fast path: 3x3 and 5x5 filters, all taps' accumulators in registers; the
+  // portable loops otherwise (S == A only: the widening rows take the fast path's
+  // filter sizes).
+  const FilterRowsFn<S, A> simd_fn = SimdFilterRows<S, A>(geo);
   // Every dy row adds into all of dW, so each shard sums into a private
   // partial. The shard boundaries depend only on the geometry and num_threads
   // (never on how the pool splits the range) and the partials are added in
@@ -733,25 +765,85 @@ bool DepthwiseFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const A
       std::fill(dw, dw + fe, A(0));
       if (simd_fn) {
         simd_fn(geo, input, out_backprop, dw, shard_begin(s), shard_begin(s + 1));
-      } else {
-        generic_fn(geo, spans, input, out_backprop, dw, shard_begin(s), shard_begin(s + 1));
+      } else if constexpr (std::is_same_v<S, A>) {
+        const std::vector<ColumnSpan> spans = ColumnSpans(geo);
+        PickByMultiplier(geo.depth_multiplier, &FilterGradRows<A, 1>, &FilterGradRows<A, 2>,
+                         &FilterGradRows<A, 0>)(geo, spans, input, out_backprop, dw, shard_begin(s),
+                                                shard_begin(s + 1));
       }
     }
   });
-  if (shards == 1) return true;
+  if (shards == 1) return;
   ctx.For(fe, shards, [&](int64_t begin, int64_t end) {
     for (int64_t s = 1; s < shards; ++s) {
       const A* p = partial(s);
       for (int64_t i = begin; i < end; ++i) filter_backprop[i] += p[i];
     }
   });
+}
+
+}  // namespace
+
+template <typename T>
+bool DepthwiseInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
+                        const T* out_backprop, T* in_backprop) {
+  constexpr bool kWiden = !std::is_same_v<T, float> && !std::is_same_v<T, double>;
+  using A = std::conditional_t<kWiden, float, T>;
+  // bfloat16 / half: the (small) filter in float once; dy widens in the kernels.
+  ScratchVector<A> filter_float(kWiden ? geo.filter_elements : 0);
+  const A* w;
+  if constexpr (kWiden) {
+    ConvertElements(filter, filter_float.data(), geo.filter_elements);
+    w = filter_float.data();
+  } else {
+    w = filter;
+  }
+  // dx rows are disjoint and each is a gather over dy, so rows parallelise
+  // without races and the result does not depend on the split.
+  // A dx row is reached by about filter_rows / stride_rows taps.
+  const int64_t row_taps = CeilDiv(geo.filter_rows, geo.stride_rows);
+  const int64_t cost = CostPerRow(geo, geo.out_cols, row_taps);
+  // Streaming stores pay off once dx is far larger than the caches; they need
+  // every pixel's vectors on 64-byte boundaries (float and double dx only).
+  const bool stream = !kWiden && geo.depth_multiplier == 1 &&
+                      geo.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamBytes &&
+                      reinterpret_cast<uintptr_t>(in_backprop) % 64 == 0 &&
+                      (geo.in_depth * static_cast<int64_t>(sizeof(T))) % 64 == 0;
+  ctx.For(geo.batch * geo.in_rows, cost, [&](int64_t begin, int64_t end) {
+    InputGradRowsSimd(geo, w, out_backprop, in_backprop, begin, end, stream);
+#if defined(__AVX512F__)
+    if (stream) _mm_sfence();  // streamed dx visible before the pool reports done
+#endif
+  });
+  return true;
+}
+
+template <typename T>
+bool DepthwiseFilterNhwc(const CpuContext& ctx, const ConvGeometry& geo, const T* input,
+                         const T* out_backprop, T* filter_backprop) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    FilterGradNhwc(ctx, geo, input, out_backprop, filter_backprop);
+  } else {
+    // bfloat16 / half as they lie: sums in float, rounded once at the end.
+    ScratchVector<float> dw(geo.filter_elements);
+    FilterGradNhwc(ctx, geo, input, out_backprop, dw.data());
+    ConvertElements(dw.data(), filter_backprop, geo.filter_elements);
+  }
   return true;
 }
 
 TCB_INSTANTIATE_KERNEL(DepthwiseInputNhwc, float)
 TCB_INSTANTIATE_KERNEL(DepthwiseInputNhwc, double)
+#if defined(__AVX2__)
+TCB_INSTANTIATE_KERNEL(DepthwiseInputNhwc, Eigen::bfloat16)
+TCB_INSTANTIATE_KERNEL(DepthwiseInputNhwc, Eigen::half)
+#endif
 TCB_INSTANTIATE_KERNEL(DepthwiseFilterNhwc, float)
 TCB_INSTANTIATE_KERNEL(DepthwiseFilterNhwc, double)
+#if defined(__AVX2__)
+TCB_INSTANTIATE_KERNEL(DepthwiseFilterNhwc, Eigen::bfloat16)
+TCB_INSTANTIATE_KERNEL(DepthwiseFilterNhwc, Eigen::half)
+#endif
 
 }  // namespace TCB_ISA
 }  // namespace cpu
