@@ -13,7 +13,7 @@ peak scratch memory per call. Rows other than float32 NHWC also time our float32
 on the same shape in the same rounds and report ours / ours-f32-NHWC (where TF cannot
 run there is no TF time to beat, so we bound the cost of the layout or dtype instead:
 NCHW <= 1.5, float64 <= 2.5). Ends with a summary per family against the speed targets
-(TARGETS below). Writes JSON and a PNG bar chart. The layers are bench/shapes.py's.
+(TARGETS below; with --isa, ISA_TARGETS, and TORCH_TARGETS for the PyTorch anchor). Writes JSON and a PNG bar chart. The layers are bench/shapes.py's.
 
 Grouped layers (family "grouped", conv2d ops with groups > 1) have no TF CPU gradient to
 compare with (TF refuses them on CPU); their rows time TF's forward grouped convolution of
@@ -87,7 +87,17 @@ BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 # Speed targets: (family, dtype, layout) -> (median TF/ours >=, every shape >=).
 TARGETS = {("conv2d", "float32", "NHWC"): (1.0, 0.8),
            ("depthwise", "float32", "NHWC"): (1.5, 1.0),
-           ("conv2d", "bfloat16", "NHWC"): (0.8, None)}
+           ("conv2d", "bfloat16", "NHWC"): (0.8, None),
+           ("depthwise", "bfloat16", "NHWC"): (1.0, None)}
+# At a capped ISA (--isa) the CPU-speed targets: TF-oneDNN/ours where they differ from
+# TARGETS, and PyTorch/ours (--anchors torch), keyed (family, dtype, layout, isa), isa None
+# for any; None: no bound.
+ISA_TARGETS = {("conv2d", "float32", "NHWC", "avx2"): (1.15, 0.9)}
+TORCH_TARGETS = {("conv2d", "float32", "NHWC", "avx2"): (1.0, None),
+                 ("conv2d", "float32", "NHWC", "avx512"): (1.0, 0.8),
+                 ("depthwise", "float32", "NHWC", "avx2"): (None, 1.0),
+                 ("depthwise", "float32", "NHWC", "avx512"): (None, 1.0),
+                 ("grouped", "float32", "NHWC", None): (1.0, 0.7)}
 # Anchors timed in other processes, with their column headers.
 ANCHORS = {"torch": "torch/ours", "tf_default": "TFdef/ours"}
 # Grouped rows: TF's forward time / ours, every shape >= this.
@@ -435,9 +445,20 @@ def print_rows(rows):
     print(format_table(headers, text, right=set(range(4, 16))), flush=True)
 
 
-def summarize(rows):
+def judge(ratios, target):
+    """(text, fields) of ratios against target = (median >=, every shape >=), either None."""
+    med_t, min_t = target
+    below = [x for x in ratios if min_t is not None and x < min_t]
+    met = (med_t is None or statistics.median(ratios) >= med_t) and not below
+    bounds = ([f"median >= {med_t}"] if med_t is not None else []) + (
+        [f"none < {min_t}"] if min_t is not None else [])
+    text = f"target {', '.join(bounds)}: {len(below)} below, {'MET' if met else 'NOT MET'}"
+    return text, {"target_median": med_t, "target_min": min_t, "below_min": len(below), "met": met}
+
+
+def summarize(rows, isa=None):
     """One line per (family, dtype, layout): median and min TF/ours, shapes below the
-    speed targets, ours/ours-f32 bound, scratch bound."""
+    speed targets (those of `isa` where it is capped), ours/ours-f32 bound, scratch bound."""
     groups = {}
     for r in rows:
         if "error" not in r:
@@ -446,7 +467,7 @@ def summarize(rows):
     lines, summary = [], []
     for key, rs in groups.items():
         ratios = [r["tf_over_ours"] for r in rs if r["tf_over_ours"] is not None]
-        target = TARGETS.get(key)
+        target = ISA_TARGETS.get(key + (isa,)) or TARGETS.get(key)
         entry = {"family": key[0], "dtype": key[1], "layout": key[2], "cases": len(rs),
                  "tf_ran": len(ratios)}
         text = f"{key[0]:9} {key[1]:8} {key[2]}: {len(rs)} cases"
@@ -456,13 +477,9 @@ def summarize(rows):
             text += (f", TF/ours median {entry['median_tf_over_ours']:.2f} geomean "
                      f"{entry['geomean_tf_over_ours']:.2f} min {min(ratios):.2f}")
         if target and ratios:
-            med_t, min_t = target
-            below = [r for r in rs if min_t is not None and r["tf_over_ours"] is not None
-                     and r["tf_over_ours"] < min_t]
-            entry.update(target_median=med_t, target_min=min_t, below_min=len(below),
-                         met=entry["median_tf_over_ours"] >= med_t and not below)
-            text += (f"; target median >= {med_t}" + (f", none < {min_t}" if min_t else "") +
-                     f": {len(below)} below, {'MET' if entry['met'] else 'NOT MET'}")
+            verdict, fields = judge(ratios, target)
+            entry.update(fields)
+            text += "; " + verdict
         for name, header in ANCHORS.items():
             anchor = [r[f"{name}_over_ours"] for r in rs if r.get(f"{name}_over_ours") is not None]
             if anchor:
@@ -470,6 +487,11 @@ def summarize(rows):
                               f"min_{name}_over_ours": min(anchor)})
                 text += (f"; {header} median {statistics.median(anchor):.2f} min "
                          f"{min(anchor):.2f} ({len(anchor)} ran)")
+                anchor_target = TORCH_TARGETS.get(key + (isa,)) or TORCH_TARGETS.get(key + (None,))
+                if name == "torch" and anchor_target:
+                    verdict, fields = judge(anchor, anchor_target)
+                    entry["torch_target"] = fields
+                    text += f" ({verdict})"
         forwards = [r["forward_over_ours"] for r in rs if r.get("forward_over_ours") is not None]
         if forwards:
             slower = sum(f < FORWARD_TARGET for f in forwards)
@@ -600,7 +622,7 @@ def main(argv=None):
               f"{anchors['tf_default'].info.get('onednn', 'default')}")
     for anchor in anchors.values():
         anchor.close()
-    lines, summary = summarize(rows)
+    lines, summary = summarize(rows, args.isa)
     print("\nSummary (TF/ours > 1: ours faster; against the speed targets where they exist)")
     for line in lines:
         print("  " + line)
