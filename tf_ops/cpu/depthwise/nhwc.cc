@@ -246,10 +246,12 @@ constexpr int kPixelBlock = 8;
 
 // G for dx columns j0 .. j0+P-1 of one class (each with dy columns in range for
 // every tap), lanes [l, l + lanes of V); g_px points at lane 0 of column j0,
-// g_step is the distance between consecutive columns of the class.
+// g_step is the distance between consecutive columns of the class, dy_step the
+// distance between their dy pixels. (With g_step a dx row and dy_step a dy row, the
+// P pixels are one column of P rows instead.)
 template <typename V, typename A, typename S, int P>
 inline void InputLaneBlock(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, int64_t l,
-                           int64_t cm, A* g_px, int64_t g_step, bool stream) {
+                           int64_t cm, A* g_px, int64_t g_step, int64_t dy_step, bool stream) {
   V acc[P];
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) acc[p] = V{};
@@ -257,7 +259,7 @@ inline void InputLaneBlock(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0
     const V w = Load<V>(taps[t].w + l);
     const S* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l;
 #pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) acc[p] += LoadAs<V>(dy + p * cm) * w;
+    for (int p = 0; p < P; ++p) acc[p] += LoadAs<V>(dy + p * dy_step) * w;
   }
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) StoreOut(g_px + p * g_step + l, acc[p], stream);
@@ -285,28 +287,37 @@ inline void InputLaneBlocks(const InputTap<S, A>* taps, int64_t ntaps, int64_t j
 // All lanes of P columns: full vectors, then one lane at a time.
 template <typename S, typename A, int P>
 inline void InputPixels(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, int64_t cm, A* g_px,
-                        int64_t g_step, bool stream = false) {
+                        int64_t g_step, bool stream = false, int64_t dy_step = 0) {
+  if (dy_step == 0) dy_step = cm;  // consecutive columns
   using V = typename SimdOf<A>::Type;
   int64_t l = 0;
-  if constexpr (P == 1) {  // edge columns, one at a time
+  if constexpr (P == 1) {  // single edge pixels
     constexpr int kQ = 4;
     for (; l + kQ * kLanes<V, A> <= cm; l += kQ * kLanes<V, A>) {
       InputLaneBlocks<V, A, S, kQ>(taps, ntaps, j0, l, cm, g_px);
     }
   }
   for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
-    InputLaneBlock<V, A, S, P>(taps, ntaps, j0, l, cm, g_px, g_step, stream);
+    InputLaneBlock<V, A, S, P>(taps, ntaps, j0, l, cm, g_px, g_step, dy_step, stream);
   }
-  for (; l < cm; ++l) InputLaneBlock<A, A, S, P>(taps, ntaps, j0, l, cm, g_px, g_step, false);
+  for (; l < cm; ++l) InputLaneBlock<A, A, S, P>(taps, ntaps, j0, l, cm, g_px, g_step, dy_step, false);
 }
+
+// Accumulator rows of a rectangle: 4 x 4 fills AVX-512's 32 registers with the
+// 3x3 filter's taps; 16-register ISAs take 2 x 4.
+constexpr int kRectRows = kVectorBytes == 64 ? 4 : 2;
+constexpr int kRectCols = 4;
 
 // G for one dx row (all its columns), written to g (in_cols x C*M).
 // With edges_only, the interior columns (those all taps reach) are left as
-// they are: InputRectRows has written them.
+// they are: InputRectRows has written them. edge_rows == kRectRows (edges_only,
+// unit strides, rows whose row taps all land): the edge columns of that many rows
+// from ih, each column's pixels one vertical block sharing the filter loads (the
+// rows see the same taps); grow's rows are a dx row apart.
 template <typename S, typename A>
 void InputGradRowSimd(const ConvGeometry& g, const A* filter, const S* dy, int64_t n, int64_t ih,
                       std::vector<InputTap<S, A>>& taps, std::vector<InputTap<S, A>>& some, A* grow,
-                      bool stream, bool edges_only = false) {
+                      bool stream, bool edges_only = false, int edge_rows = 1) {
   const int64_t cm = g.in_depth * g.depth_multiplier, sc = g.stride_cols;
   const int64_t dy_row_elems = g.out_cols * cm;
   for (int64_t rho = 0; rho < sc && rho < g.in_cols; ++rho) {
@@ -343,7 +354,10 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const S* dy, int64
         if (ow >= 0 && ow < g.out_cols) some.push_back(tap);
       }
       if (some.empty()) {
-        std::fill_n(g0 + j * step, cm, A(0));
+        for (int k = 0; k < edge_rows; ++k) std::fill_n(g0 + j * step + k * g.in_cols * cm, cm, A(0));
+      } else if (edge_rows == kRectRows) {
+        InputPixels<S, A, kRectRows>(some.data(), some.size(), j, cm, g0 + j * step, g.in_cols * cm, stream,
+                                     dy_row_elems);
       } else {
         InputPixels<S, A, 1>(some.data(), some.size(), j, cm, g0 + j * step, step);
       }
@@ -407,10 +421,6 @@ void InputGradRowSimd(const ConvGeometry& g, const A* filter, const S* dy, int64
 // where every tap lands inside dy, so no product is skipped or padded; the
 // edge pixels stay with the row kernel.
 
-// Accumulator rows of a rectangle: 4 x 4 fills AVX-512's 32 registers with the
-// 3x3 filter's taps; 16-register ISAs take 2 x 4.
-constexpr int kRectRows = kVectorBytes == 64 ? 4 : 2;
-constexpr int kRectCols = 4;
 
 // dx pixels (r, p) at dx + r*dx_row + p*cm from the dy window whose corner is
 // dy (row ih0 + pad_top - (KH-1), column iw0 + pad_left - (KW-1)); all at lane l.
@@ -544,9 +554,10 @@ void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const S* dy, S* d
       (rows == kRectRows ? rect.block : rect.single)(cm, filter, dy0, g.out_cols * cm,
                                                      dx_row + rect.iw_lo * cm, row_elems,
                                                      rect.iw_hi - rect.iw_lo, stream);
-      for (int64_t k = 0; k < rows; ++k) {
-        InputGradRowSimd(g, filter, dy, n, ih + k, taps, some, dx_row + k * row_elems, stream,
-                         /*edges_only=*/true);
+      if (rows == kRectRows) {
+        InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream, /*edges_only=*/true, kRectRows);
+      } else {
+        InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream, /*edges_only=*/true);
       }
     } else if (m == 1) {
       InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream);
