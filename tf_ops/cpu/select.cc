@@ -202,10 +202,10 @@ uint32_t CpuFeatures() {
 // the zmm tiles.
 Isa IsaFor(OpKind op, const ConvGeometry& geo, Dtype dtype) {
   const Isa active = ActiveIsa();
-  const bool strided_input =
-      op == OpKind::kConv2DBackpropInput && (geo.stride_rows > 1 || geo.stride_cols > 1);
-  if (active < Isa::kAvx512 || geo.groups == 1 || !IsFloating(dtype) || strided_input ||
-      (op != OpKind::kConv2DBackpropInput && op != OpKind::kConv2DBackpropFilter)) {
+  const bool input = op == OpKind::kConv2DBackpropInput;
+  const bool strided = geo.stride_rows > 1 || geo.stride_cols > 1;
+  if (active < Isa::kAvx512 || geo.groups == 1 || !IsFloating(dtype) || (input && strided) ||
+      (!input && op != OpKind::kConv2DBackpropFilter)) {
     return active;
   }
   const int64_t group_bytes = geo.group_in_depth() * AccBytes(dtype);

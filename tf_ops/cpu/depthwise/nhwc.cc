@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -162,7 +163,7 @@ int64_t CostPerRow(const ConvGeometry& g, int64_t cols, int64_t row_taps) {
 // So one lane loop serves every multiplier; M > 1 only adds a reduction pass
 // (input grad) or an expansion of the x rows (filter grad).
 
-// The filter gradient also reads bfloat16 and half as they lie (S), widening to
+// Both gradients also read bfloat16 and half as they lie (S), widening to
 // float (A) in registers: bfloat16 is the top half of a float's bits, half goes
 // through F16C. Exact, so the sums are the float kernel's on the converted tensors,
 // without the conversion passes' trips through memory.
@@ -554,11 +555,8 @@ void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const S* dy, S* d
       (rows == kRectRows ? rect.block : rect.single)(cm, filter, dy0, g.out_cols * cm,
                                                      dx_row + rect.iw_lo * cm, row_elems,
                                                      rect.iw_hi - rect.iw_lo, stream);
-      if (rows == kRectRows) {
-        InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream, /*edges_only=*/true, kRectRows);
-      } else {
-        InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream, /*edges_only=*/true);
-      }
+      InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream, /*edges_only=*/true,
+                       static_cast<int>(rows));
     } else if (m == 1) {
       InputGradRowSimd(g, filter, dy, n, ih, taps, some, dx_row, stream);
     } else {
@@ -592,31 +590,31 @@ inline void FilterLaneBlock(const ConvGeometry& g, const S* const* x_rows_of, co
     for (int kw = 0; kw < KW; ++kw) acc[kh][kw] = Load<V>(dw + (kh * KW + kw) * cm + l);
   const int64_t sc = g.stride_cols, dc = g.dilation_cols, pl = g.pad_left;
   for (int i = 0; i < nrows; ++i) {
-  const S* const* x_rows = x_rows_of + i * KH;
-  const S* dy_row = dy_rows[i];
-  // Edge columns: check each tap's input column.
-  auto edge = [&](int64_t ow) {
-    const V d = LoadAs<V>(dy_row + ow * cm + l);
+    const S* const* x_rows = x_rows_of + i * KH;
+    const S* dy_row = dy_rows[i];
+    // Edge columns: check each tap's input column.
+    auto edge = [&](int64_t ow) {
+      const V d = LoadAs<V>(dy_row + ow * cm + l);
 #pragma GCC unroll 5
-    for (int kw = 0; kw < KW; ++kw) {
-      const int64_t iw = ow * sc - pl + kw * dc;
-      if (iw < 0 || iw >= g.in_cols) continue;
+      for (int kw = 0; kw < KW; ++kw) {
+        const int64_t iw = ow * sc - pl + kw * dc;
+        if (iw < 0 || iw >= g.in_cols) continue;
 #pragma GCC unroll 5
-      for (int kh = 0; kh < KH; ++kh) acc[kh][kw] += LoadAs<V>(x_rows[kh] + iw * cm + l) * d;
+        for (int kh = 0; kh < KH; ++kh) acc[kh][kw] += LoadAs<V>(x_rows[kh] + iw * cm + l) * d;
+      }
+    };
+    for (int64_t ow = 0; ow < ow_lo; ++ow) edge(ow);
+    for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+      const V d = LoadAs<V>(dy_row + ow * cm + l);
+      const int64_t iw0 = ow * sc - pl;
+#pragma GCC unroll 5
+      for (int kh = 0; kh < KH; ++kh) {
+        const S* x = x_rows[kh] + iw0 * cm + l;
+#pragma GCC unroll 5
+        for (int kw = 0; kw < KW; ++kw) acc[kh][kw] += LoadAs<V>(x + kw * dc * cm) * d;
+      }
     }
-  };
-  for (int64_t ow = 0; ow < ow_lo; ++ow) edge(ow);
-  for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-    const V d = LoadAs<V>(dy_row + ow * cm + l);
-    const int64_t iw0 = ow * sc - pl;
-#pragma GCC unroll 5
-    for (int kh = 0; kh < KH; ++kh) {
-      const S* x = x_rows[kh] + iw0 * cm + l;
-#pragma GCC unroll 5
-      for (int kw = 0; kw < KW; ++kw) acc[kh][kw] += LoadAs<V>(x + kw * dc * cm) * d;
-    }
-  }
-  for (int64_t ow = std::max(ow_lo, ow_hi); ow < g.out_cols; ++ow) edge(ow);
+    for (int64_t ow = std::max(ow_lo, ow_hi); ow < g.out_cols; ++ow) edge(ow);
   }
 #pragma GCC unroll 5
   for (int kh = 0; kh < KH; ++kh)
@@ -696,10 +694,10 @@ void FilterGradRowsSimd(const ConvGeometry& g, const S* x, const S* dy, A* dw, i
   constexpr bool kAccInRegisters = KH * KW + 4 <= (kVectorBytes == 64 ? 32 : 16);
   const int64_t row_bytes = (g.in_cols + g.out_cols) * cm * static_cast<int64_t>(sizeof(S));
   const int64_t block_by_pixels = kFilterBlockPixels / std::max<int64_t>(1, g.out_cols);
-  const int block_rows =
-      m == 1 && kAccInRegisters ? static_cast<int>(std::clamp<int64_t>(std::min(block_by_pixels, kFilterBlockBytes / row_bytes), 1,
-                                                    kMaxFilterBlockRows))
-             : 1;
+  const int64_t block_limit = std::min(block_by_pixels, kFilterBlockBytes / row_bytes);
+  const int block_rows = m == 1 && kAccInRegisters
+                             ? static_cast<int>(std::clamp<int64_t>(block_limit, 1, kMaxFilterBlockRows))
+                             : 1;
   const S* x_rows[kMaxFilterBlockRows * KH];
   const S* dy_rows[kMaxFilterBlockRows];
   for (int64_t r = begin; r < end;) {
@@ -787,6 +785,13 @@ void FilterGradNhwc(const CpuContext& ctx, const ConvGeometry& geo, const S* inp
   // portable loops otherwise (S == A only: the widening rows take the fast path's
   // filter sizes).
   const FilterRowsFn<S, A> simd_fn = SimdFilterRows<S, A>(geo);
+  if constexpr (!std::is_same_v<S, A>) {
+    // The widening rows apply to these sizes only (DepthwiseSimdFilterApplies); thrown
+    // here, on the calling thread, the engine reports it instead of summing nothing.
+    if (simd_fn == nullptr) {
+      throw std::logic_error("depthwise widening filter gradient without register tiles");
+    }
+  }
   // Every dy row adds into all of dW, so each shard sums into a private
   // partial. The shard boundaries depend only on the geometry and num_threads
   // (never on how the pool splits the range) and the partials are added in
