@@ -259,6 +259,7 @@ struct Config {
   bool misalign;  // every tensor one element past an aligned address
   bool listed = false;  // from kExplicitCases, not drawn
   bool tf32 = false;    // CudaContext::tf32 (float32 only)
+  int force_tile = 0;   // CudaContext::force_tile: 0, or the tensor-core conv2d tiles 64 / 128
 };
 
 double Tolerance(const Config& c) { return c.tf32 ? kTf32Tolerance : Tolerance(c.dtype); }
@@ -268,7 +269,7 @@ std::string Describe(const Config& c) {
   char buf[640];
   std::snprintf(buf, sizeof(buf),
                 "%s %s %s %s N=%lld in=%lldx%lldx%lld filter=%lldx%lld %s=%lld groups=%lld out=%lldx%lldx%lld "
-                "stride=%lld,%lld dilation=%lld,%lld pads(t,b,l,r)=%lld,%lld,%lld,%lld index=%s%s seed=%llu",
+                "stride=%lld,%lld dilation=%lld,%lld pads(t,b,l,r)=%lld,%lld,%lld,%lld index=%s%s tile=%d seed=%llu",
                 OpName(c.op), c.tf32 ? "float32(TF32 allowed)" : DTypeName(c.dtype), g.data_format == DataFormat::kNHWC ? "NHWC" : "NCHW",
                 c.padding == Padding::kSame ? "SAME" : c.padding == Padding::kValid ? "VALID" : "EXPLICIT",
                 (long long)g.batch, (long long)g.in_rows, (long long)g.in_cols, (long long)g.in_depth,
@@ -278,7 +279,7 @@ std::string Describe(const Config& c) {
                 (long long)g.dilation_rows, (long long)g.dilation_cols, (long long)g.pad_top,
                 (long long)g.pad_bottom, (long long)g.pad_left, (long long)g.pad_right,
                 c.force_int64 ? "int64(forced)" : (CudaIndexFitsInt32(g) ? "int32" : "int64"),
-                c.misalign ? " misaligned" : "", (unsigned long long)c.seed);
+                c.misalign ? " misaligned" : "", c.force_tile, (unsigned long long)c.seed);
   return buf;
 }
 
@@ -408,6 +409,7 @@ Config Sample(OpKind op, int index, uint64_t base_seed, bool emulated) {
     c.force_int64 = pick(0, 1) == 1;
     c.misalign = pick(0, 7) == 0;
     c.tf32 = c.dtype == DType::kFloat && pick(0, 1) == 1;
+    c.force_tile = 64 * pick(0, 2);  // the engine's tiles, or either tensor-core tile size forced
     if (MakeGeometry(op, format, padding, batch, rows, cols, depth, kh, kw, out_channels, sr, sc, dr, dc, pads,
                      groups, &c.geo)) {
       return c;
@@ -425,6 +427,7 @@ struct ListedCase {
   int64_t pads[4];  // EXPLICIT only: top, bottom, left, right
   int64_t groups;
   bool misalign;
+  int force_tile = -1;  // CudaContext::force_tile; -1: 0, 64, 128 in turn over the list
 };
 constexpr DataFormat kNhwc = DataFormat::kNHWC, kNchw = DataFormat::kNCHW;
 constexpr ListedCase kExplicitCases[] = {
@@ -454,6 +457,14 @@ constexpr ListedCase kExplicitCases[] = {
     // with a partial last range (70 = 32 + 32 + 6 channels), NCHW, misaligned.
     {kNhwc, Padding::kSame, 1, 3, 4, 64, 3, 3, 256, 1, 1, 1, 1, {0, 0, 0, 0}, 1, false},
     {kNchw, Padding::kSame, 1, 4, 3, 40, 3, 3, 140, 1, 1, 1, 1, {0, 0, 0, 0}, 2, true},
+    // 128x128 tensor-core tiles with both 64-column passes of the epilogue, partial
+    // (136 -> 144 channels), on a phased stride-2 input gradient.
+    {kNhwc, Padding::kSame, 2, 5, 6, 136, 3, 3, 144, 1, 1, 1, 1, {0, 0, 0, 0}, 1, false, 128},
+    {kNchw, Padding::kSame, 1, 7, 6, 136, 3, 3, 72, 2, 2, 1, 1, {0, 0, 0, 0}, 1, false, 128},
+    // Input gradients of a few channels over many pixels (the direct kernel): the 7x7
+    // stride-2 stem's shape, smaller; one dilated, explicitly padded channel in NCHW.
+    {kNhwc, Padding::kSame, 1, 130, 127, 3, 7, 7, 8, 2, 2, 1, 1, {0, 0, 0, 0}, 1, false},
+    {kNchw, Padding::kExplicit, 1, 128, 129, 1, 3, 3, 5, 1, 1, 2, 2, {1, 3, 2, 0}, 1, false},
 };
 
 // The listed cases as configurations of both conv2d ops in each of their dtypes;
@@ -479,6 +490,7 @@ std::vector<Config> ListedConfigs(uint64_t base_seed, bool emulated) {
         c.misalign = l.misalign;
         c.listed = true;
         c.tf32 = dtype == DType::kFloat && listed % 2 == 0;
+        c.force_tile = l.force_tile >= 0 ? l.force_tile : 64 * (index % 3);
         if (!MakeGeometry(op, l.format, l.padding, l.batch, l.rows, l.cols, l.depth, l.kh, l.kw, l.out_channels,
                           l.sr, l.sc, l.dr, l.dc, l.pads, l.groups, &c.geo)) {
           // A broken list entry must not pass silently: an empty geometry the check rejects.
@@ -579,6 +591,7 @@ bool RunOnce(const Config& c, bool force_int64, bool tf32_expected, const std::v
   CudaContext ctx;
   ctx.force_int64_index = force_int64;
   ctx.tf32 = c.tf32;
+  ctx.force_tile = c.force_tile;
   ctx.allocate = [&arena](int64_t bytes) { return arena.Alloc(static_cast<size_t>(bytes)); };
 #ifdef TCB_CUDA_EMULATION
   const uint64_t tf32_products = nvcuda::wmma::tcb_mma_count[1];
@@ -621,7 +634,8 @@ std::string CheckConfig(const Config& c, const Prepared& p) {
   std::vector<unsigned char> first, again, other;
   std::string error;
   // Some tap lands (a nonzero reference of random inputs): the tensor cores must run.
-  const bool tf32_expected = c.tf32 && !IsDepthwise(c.op) &&
+  const bool narrow = c.op == OpKind::kConv2DBackpropInput && cuda::NarrowInput(c.geo);  // exact, no tensor cores
+  const bool tf32_expected = c.tf32 && !IsDepthwise(c.op) && !narrow &&
                              std::any_of(p.reference.begin(), p.reference.end(), [](double v) { return v != 0; });
   if (!RunOnce(c, c.force_int64, tf32_expected, data, dy, out_count, &first, &error)) return error;
   std::vector<double> got(out_count);
@@ -666,7 +680,8 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   for (const Config& c : ListedConfigs(seed, emulated)) configs.push_back(c);
   int passed = 0, failed = 0;
   int grouped_drawn = 0, grouped_listed = 0, grouped_failed = 0;
-  int tf32_checked = 0, tf32_failed = 0, split_checked = 0, split_failed = 0;
+  int tf32_checked = 0, tf32_failed = 0, split_checked = 0, split_failed = 0, large_checked = 0, large_failed = 0;
+  int narrow_checked = 0, narrow_failed = 0;
   int per_cell[4][kNumDTypes][2] = {};
   // Inputs and references on CPU threads, a batch at a time; device runs in order.
   const size_t batch = 64;
@@ -688,10 +703,22 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
         ++(c.listed ? grouped_listed : grouped_drawn);
         grouped_failed += !why.empty();
       }
-      if (c.op == OpKind::kConv2DBackpropInput && c.geo.groups >= 1 &&
-          cuda::PlanConv2DBackpropInput(c.geo, 4).splits > 1) {
+      const bool conv2d = !IsDepthwise(c.op) && c.geo.groups >= 1;
+      const bool tensor_cores = c.dtype == DType::kHalf || c.dtype == DType::kBFloat16 || c.tf32;
+      const cuda::GemmTiles tiles =
+          conv2d ? cuda::ChooseGemmTiles(c.op, c.geo, tensor_cores, c.force_tile) : cuda::GemmTiles::kCudaCores;
+      if (c.op == OpKind::kConv2DBackpropInput && conv2d &&
+          cuda::PlanConv2DBackpropInput(c.geo, c.dtype == DType::kDouble ? 8 : 4, tiles).splits > 1) {
         ++split_checked;
         split_failed += !why.empty();
+      }
+      if (c.op == OpKind::kConv2DBackpropInput && conv2d && cuda::NarrowInput(c.geo)) {
+        ++narrow_checked;
+        narrow_failed += !why.empty();
+      }
+      if (tiles == cuda::GemmTiles::kTensor128) {
+        ++large_checked;
+        large_failed += !why.empty();
       }
       if (c.tf32 && !IsDepthwise(c.op)) {
         ++tf32_checked;
@@ -722,6 +749,16 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
               grouped_drawn + grouped_listed, grouped_drawn, grouped_listed, grouped_failed);
   std::printf("float32 conv2d configurations with TF32 allowed: %d, %d failed\n", tf32_checked, tf32_failed);
   std::printf("input gradients splitting their reduction: %d, %d failed\n", split_checked, split_failed);
+  std::printf("conv2d configurations on 128x128 tensor-core tiles: %d, %d failed\n", large_checked, large_failed);
+  std::printf("input gradients of a few channels (direct kernel): %d, %d failed\n", narrow_checked, narrow_failed);
+  if (narrow_checked == 0) {
+    std::printf("FAIL no input gradient of a few channels was checked\n");
+    ++failed;
+  }
+  if (large_checked == 0) {
+    std::printf("FAIL no conv2d configuration on 128x128 tensor-core tiles was checked\n");
+    ++failed;
+  }
   if (split_checked == 0) {
     std::printf("FAIL no input gradient with a split reduction was checked\n");
     ++failed;
@@ -749,8 +786,9 @@ namespace {
 // padding (0 SAME, 1 VALID, 2 EXPLICIT), batch, rows, cols, depth, filter rows,
 // filter cols, out channels (conv2d out depth / depthwise multiplier), stride rows,
 // stride cols, dilation rows, dilation cols, pad top, pad bottom, pad left, pad right,
-// groups (conv2d; 1 for dense and depthwise), tf32 (1: CudaContext::tf32).
-constexpr int kArgs = 21;
+// groups (conv2d; 1 for dense and depthwise), tf32 (1: CudaContext::tf32),
+// force_tile (CudaContext::force_tile).
+constexpr int kArgs = 22;
 bool GeometryFromArgs(const int64_t* a, tf_conv_backprop::ConvGeometry* g) {
   using namespace tf_conv_backprop;
   if (a[0] < 0 || a[0] > 3 || a[2] < 0 || a[2] > 1 || a[3] < 0 || a[3] > 2) return false;
@@ -792,6 +830,7 @@ int tcb_cuda_run(const int64_t* args, const void* data, const void* dy, void* ou
   CudaContext ctx;
   ctx.stream = static_cast<CUstream_st*>(stream);
   ctx.tf32 = args[20] != 0;
+  ctx.force_tile = static_cast<int>(args[21]);
   ctx.allocate = [](int64_t bytes) -> void* {
     if (bytes > g_scratch_bytes) {
       if (g_scratch) check::DeviceFree(g_scratch);

@@ -118,10 +118,21 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
 
 namespace tcb_emulator {
 
+// An asynchronous copy (cp.async) not yet landed: its bytes are read at issue (the
+// kernels' sources do not change during a launch) and written to shared memory only
+// when the issuing thread waits for its group, so a kernel that reads a stage before
+// waiting (and the barrier after) reads stale data and fails its check.
+struct PendingCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+
 struct Fiber {
   ucontext_t context;
   int state = 0;  // 0 runnable, 1 waiting at a barrier, 2 finished
   unsigned x = 0, y = 0, z = 0;
+  std::vector<PendingCopy> open_group;             // issued since the last commit
+  std::vector<std::vector<PendingCopy>> in_flight;  // committed groups, oldest first
 };
 
 struct State {
@@ -179,6 +190,8 @@ inline void RunBlock() {
     f.context.uc_link = &s.scheduler;
     makecontext(&f.context, Trampoline, 0);
     f.state = 0;
+    f.open_group.clear();
+    f.in_flight.clear();
   }
   for (;;) {
     size_t finished = 0, waiting = 0;
@@ -194,7 +207,16 @@ inline void RunBlock() {
       finished += f.state == 2;
       waiting += f.state == 1;
     }
-    if (finished == n) return;
+    if (finished == n) {
+      for (const Fiber& f : s.fibers) {
+        if (!f.open_group.empty() || !f.in_flight.empty()) {
+          Fault("a thread of block (" + std::to_string(blockIdx.x) + "," + std::to_string(blockIdx.y) + "," +
+                std::to_string(blockIdx.z) + ") exited with asynchronous copies not waited for");
+          break;
+        }
+      }
+      return;
+    }
     if (finished != 0) {
       Fault("__syncthreads() reached by " + std::to_string(waiting) + " of " + std::to_string(n) +
             " threads (the others exited) in block (" + std::to_string(blockIdx.x) + "," +
@@ -229,6 +251,31 @@ cudaError_t Launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... a
       }
   s.body = nullptr;
   return cudaSuccess;
+}
+
+inline void CopyAsync(void* dst, const void* src, int valid_bytes) {
+  CheckAligned(dst, 16);
+  PendingCopy c{dst, {}};
+  if (valid_bytes > 0) {
+    CheckAligned(src, 16);
+    std::memcpy(c.bytes, src, 16);
+  }
+  State& s = GetState();
+  s.fibers[s.current].open_group.push_back(c);
+}
+inline void CommitAsync() {
+  State& s = GetState();
+  Fiber& f = s.fibers[s.current];
+  f.in_flight.push_back(std::move(f.open_group));
+  f.open_group.clear();
+}
+inline void WaitAsync(int allowed_in_flight) {
+  State& s = GetState();
+  Fiber& f = s.fibers[s.current];
+  while (f.in_flight.size() > static_cast<size_t>(allowed_in_flight)) {
+    for (const PendingCopy& c : f.in_flight.front()) std::memcpy(c.dst, c.bytes, 16);
+    f.in_flight.erase(f.in_flight.begin());
+  }
 }
 
 }  // namespace tcb_emulator

@@ -20,7 +20,9 @@ on a machine with an NVIDIA GPU, CUDA's nvcc and PyTorch, no TensorFlow, no netw
     CUDA-graph timed, alternating, median of rounds; each result is also judged
     against PyTorch's float64 gradient of the same inputs with the op table's
     tolerance (python/tf_conv_backprop/_ops.py); prints a table of ratios (cuDNN
-    time / ours: > 1 is faster than cuDNN) and writes build/gpu_check/timings.json.
+    time / ours: > 1 is faster than cuDNN) and writes build/gpu_check/timings.json;
+    `--tiles` also times the dense conv2d rows with each tensor-core tile size
+    forced (CudaContext::force_tile), to tune the engine's choice.
 
 Exit status: 0 when every configuration passed, 1 otherwise, 2 when no GPU is
 present (it fails fast) or the build fails. `--build-only` compiles without a GPU.
@@ -52,7 +54,7 @@ LIBRARY = os.path.join(OUT_DIR, "libtcb_cuda_check.so")
 
 PADDING_CODE = {"SAME": 0, "VALID": 1, "EXPLICIT": 2}
 # Entries of the geometry array tcb_cuda_run takes (tests/core/cuda_check.cu, kArgs).
-NUM_ARGS = 21
+NUM_ARGS = 22
 # The timing's dtype names: the op table's, plus float32 with TF32 allowed.
 TF32 = "tf32"
 
@@ -199,7 +201,7 @@ def make_timer(torch):
     return time_pair
 
 
-def make_case(torch, lib, layer, spec, dtype_name, device):
+def make_case(torch, lib, layer, spec, dtype_name, device, force_tile=0):
     """One benchmark case: (ours, theirs, judge, macs). `ours` runs our op through
     tcb_cuda_run on PyTorch's current stream, `theirs` PyTorch's (cuDNN's) gradient in the
     same dtype, `judge` runs ours and returns (relative error, within tolerance) against
@@ -230,7 +232,7 @@ def make_case(torch, lib, layer, spec, dtype_name, device):
     # The core's OpKind and DType are the op table's row and dtype order.
     geo = (ctypes.c_int64 * NUM_ARGS)(ops.OPS.index(spec), ops.ALL_DTYPES.index(storage_dtype(dtype_name)), 0,
                                      PADDING_CODE["EXPLICIT"], n, hw, hw, c, k, k, mult_or_out, s, s, d,
-                                     d, p, p, p, p, groups, int(dtype_name == TF32))
+                                     d, p, p, p, p, groups, int(dtype_name == TF32), force_tile)
     out = torch.empty((n, hw, hw, c) if input_grad else (k, k, cg, mult_or_out), device=device, dtype=dt)
     data = w if input_grad else x
     err = ctypes.create_string_buffer(512)
@@ -305,6 +307,35 @@ def target(op, dtype):
     return (None, 0.9) if dtype == "float32" else (0.5, 1.0)
 
 
+def run_tile_timing(lib, args, rows):
+    """The dense conv2d rows again with the tensor-core tiles forced to 64 and to 128
+    (CudaContext::force_tile), alternated, beside the engine's own choice (`rows`)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    time_pair = make_timer(torch)
+    auto = {(r["op"], r["shape"], r["dtype"]): r["ours_ms"] for r in rows}
+    print("\nTensor-core tiles (ms; auto: the engine's choice, from the table above)")
+    print(f"{'op':17s} {'dtype':8s} {'shape':34s} {'auto':>8s} {'64':>8s} {'128':>8s} {'cuDNN':>8s}")
+    out = []
+    for dtype_name in args.tile_dtypes.split(","):
+        torch.backends.cudnn.allow_tf32 = dtype_name == TF32
+        for layer in LAYERS:
+            if layer.depthwise or layer.groups != 1:
+                continue
+            for spec in ops.OPS:
+                if spec.depthwise:
+                    continue
+                small, _, _, _ = make_case(torch, lib, layer, spec, dtype_name, "cuda", 64)
+                large, _, _, _ = make_case(torch, lib, layer, spec, dtype_name, "cuda", 128)
+                ms64, ms128, _ = time_pair(small, large, args.rounds)
+                key = (spec.key, layer.label, dtype_name)
+                cudnn = next((r["cudnn_ms"] for r in rows if (r["op"], r["shape"], r["dtype"]) == key), float("nan"))
+                out.append(dict(op=spec.key, shape=layer.label, dtype=dtype_name, auto_ms=auto.get(key),
+                                tile64_ms=ms64, tile128_ms=ms128, cudnn_ms=cudnn))
+                print(f"{spec.key:17s} {dtype_name:8s} {layer.label:34s} {auto.get(key, float('nan')):8.4f} "
+                      f"{ms64:8.4f} {ms128:8.4f} {cudnn:8.4f}", flush=True)
+    return out
+
+
 def print_summary(rows):
     if not rows:
         return
@@ -335,6 +366,9 @@ def main(argv):
     parser.add_argument("--dtypes", default="tf32,float32,float16,bfloat16",
                         help="dtypes timed against cuDNN (tf32: float32 with TF32 allowed on both sides)")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tiles", action="store_true",
+                        help="also time the dense conv2d rows with each tensor-core tile size forced")
+    parser.add_argument("--tile-dtypes", default="tf32,float16", help="dtypes of the --tiles rows")
     parser.add_argument("--build-only", action="store_true", help="compile (no GPU needed) and stop")
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--arch", help="compute capability to build for, e.g. 90 (default: the GPU's)")
@@ -384,9 +418,11 @@ def main(argv):
     if not args.no_timing:
         log(f"speed: benchmark shapes, dtypes {args.dtypes}, NHWC, {args.rounds} rounds")
         rows, timing_failures = run_timing(lib, args)
+        tile_rows = run_tile_timing(lib, args, rows) if args.tiles else []
         print_summary(rows)
         with open(os.path.join(OUT_DIR, "timings.json"), "w") as f:
-            json.dump(dict(gpu=gpu, arch=arch, nvcc=version[-1] if version else None, rows=rows), f, indent=1)
+            json.dump(dict(gpu=gpu, arch=arch, nvcc=version[-1] if version else None, rows=rows,
+                           tile_rows=tile_rows), f, indent=1)
         log(f"wrote {os.path.relpath(os.path.join(OUT_DIR, 'timings.json'), REPO)}")
         if timing_failures:
             log(f"{timing_failures} benchmark results failed (an error, or beyond the tolerance "

@@ -134,6 +134,43 @@ inline bool AlignedFor(const void* p, int v) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * static_cast<size_t>(v)) == 0;
 }
 
+// ---- asynchronous copies into shared memory (cp.async, sm_80 and newer) --------
+
+// 16 bytes from global `src` to shared `dst` (both 16-byte aligned), or 16 zero bytes
+// when !valid (src is not read then, but must be a valid address). The copies a thread
+// issued since its last CommitAsync() form a group; WaitAsync<N>() returns once at
+// most N of the thread's groups are still in flight. Other threads may read the data
+// only after the issuing thread waited for it and a barrier followed.
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
+#ifdef TCB_CUDA_EMULATION
+  tcb_emulator::CopyAsync(dst, src, valid ? 16 : 0);
+#else
+  unsigned shared_addr;
+  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }"
+               : "=r"(shared_addr)
+               : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_addr), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#endif
+}
+
+__device__ __forceinline__ void CommitAsync() {
+#ifdef TCB_CUDA_EMULATION
+  tcb_emulator::CommitAsync();
+#else
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void WaitAsync() {
+#ifdef TCB_CUDA_EMULATION
+  tcb_emulator::WaitAsync(N);
+#else
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // ---- launches ------------------------------------------------------------------
 
 // Grid dimensions y and z are at most 65535; kernels loop over what does not fit.

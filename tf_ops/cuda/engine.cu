@@ -111,7 +111,7 @@ struct ScratchLayout {
 };
 
 template <typename T, typename Index>
-Status RunNhwc(OpKind op, cudaStream_t stream, bool tf32, const ConvGeometry& g, const SplitPlan& plan,
+Status RunNhwc(OpKind op, cudaStream_t stream, GemmTiles tiles, const ConvGeometry& g, const SplitPlan& plan,
                const ScratchLayout& layout, char* scratch, const T* data, const T* dy, T* out) {
   const bool nchw = g.data_format == DataFormat::kNCHW;
   const bool input_grad = ComputesInputGrad(op);
@@ -135,14 +135,14 @@ Status RunNhwc(OpKind op, cudaStream_t stream, bool tf32, const ConvGeometry& g,
   void* partial = layout.partial >= 0 ? scratch + layout.partial : nullptr;
   if constexpr (std::is_same_v<T, int32_t>) {
     // int32 is Conv2DBackpropInput's alone (Run checked the op).
-    s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
+    s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tiles, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
   } else {
     switch (op) {
       case OpKind::kConv2DBackpropInput:
-        s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tf32, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
+        s = Conv2DBackpropInputNhwc<T, Index>(stream, g, tiles, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
         break;
       case OpKind::kConv2DBackpropFilter:
-        s = Conv2DBackpropFilterNhwc<T, Index>(stream, g, tf32, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
+        s = Conv2DBackpropFilterNhwc<T, Index>(stream, g, tiles, plan, data_nhwc, dy_nhwc, out_nhwc, partial);
         break;
       case OpKind::kDepthwiseBackpropInput:
         s = DepthwiseBackpropInputNhwc<T, Index>(stream, g, data_nhwc, dy_nhwc, out_nhwc);
@@ -183,8 +183,11 @@ Status Run(OpKind op, const CudaContext& ctx, const ConvGeometry& g, const T* da
   }
 
   SplitPlan plan;
-  if (op == OpKind::kConv2DBackpropInput) plan = PlanConv2DBackpropInput(g, sizeof(Acc<T>));
-  if (op == OpKind::kConv2DBackpropFilter) plan = PlanConv2DBackpropFilter(g, sizeof(Acc<T>));
+  constexpr bool k16Bit = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+  const GemmTiles tiles =
+      ChooseGemmTiles(op, g, k16Bit || (std::is_same_v<T, float> && ctx.tf32), ctx.force_tile);
+  if (op == OpKind::kConv2DBackpropInput) plan = PlanConv2DBackpropInput(g, sizeof(Acc<T>), tiles);
+  if (op == OpKind::kConv2DBackpropFilter) plan = PlanConv2DBackpropFilter(g, sizeof(Acc<T>), tiles);
   if (op == OpKind::kDepthwiseBackpropFilter) plan = PlanDepthwiseBackpropFilter(g, sizeof(Acc<T>));
   ScratchLayout layout;
   const int64_t elem = sizeof(T);
@@ -204,9 +207,9 @@ Status Run(OpKind op, const CudaContext& ctx, const ConvGeometry& g, const T* da
     }
   }
   if (!ctx.force_int64_index && CudaIndexFitsInt32(g)) {
-    return RunNhwc<T, int32_t>(op, stream, ctx.tf32, g, plan, layout, scratch, data, dy, out);
+    return RunNhwc<T, int32_t>(op, stream, tiles, g, plan, layout, scratch, data, dy, out);
   }
-  return RunNhwc<T, int64_t>(op, stream, ctx.tf32, g, plan, layout, scratch, data, dy, out);
+  return RunNhwc<T, int64_t>(op, stream, tiles, g, plan, layout, scratch, data, dy, out);
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ struct CudaContext {
   bool tf32 = false;
   // Tests only: take the 64-bit index kernels even where the 32-bit ones are safe.
   bool force_int64_index = false;
+  // Tests only: 64 or 128, the tile size of the tensor-core conv2d kernels wherever
+  // they have it (0: the engine's choice).
+  int force_tile = 0;
 };
 
 // The gradient `op` on the GPU: (a, b) -> out is (filter, dy) -> dx for the input

@@ -19,7 +19,7 @@ namespace cuda {
 // group's output channels (ranges of `channels_per_split`). Every split writes its
 // partial sums (accumulation type) to scratch, a whole output (partial_elements) per
 // split, and a second kernel adds the splits in order. Deterministic for a geometry:
-// the plan depends on nothing else (not on the device, nor on TF32).
+// the plan depends on nothing else but the kernel family (not on the device).
 struct SplitPlan {
   int64_t splits = 1;
   int64_t pixels_per_split = 0;
@@ -63,20 +63,35 @@ struct WindowParams {
 // and the layout moves around it.
 #define TCB_CUDA_FOR_EACH_INPUT_ONLY_TYPE_AND_INDEX(X) X(int32_t, int32_t) X(int32_t, int64_t)
 
-SplitPlan PlanConv2DBackpropInput(const ConvGeometry& g, int64_t acc_bytes);
-SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
+// The tiles a conv2d gradient's implicit GEMM runs with: CUDA cores (exact float,
+// double, int32), or tensor cores (half, bfloat16, float as TF32) with 64 x 64 or
+// 128 x 128 tiles (cuda/conv2d.cu says when).
+enum class GemmTiles { kCudaCores, kTensor64, kTensor128 };
+
+// The tiles for the conv2d gradient `op` on g. tensor_cores: whether its type runs on
+// tensor cores. force_tile (tests only): 64 or 128 picks that tile size wherever the
+// tensor-core kernels have it; 0 leaves the choice to the engine.
+GemmTiles ChooseGemmTiles(OpKind op, const ConvGeometry& g, bool tensor_cores, int force_tile);
+
+// Whether a conv2d input gradient runs the direct kernel for a few input channels
+// (the stem's 3) instead of a GEMM: exact sums in every type, TF32 allowed or not.
+bool NarrowInput(const ConvGeometry& g);
+
+SplitPlan PlanConv2DBackpropInput(const ConvGeometry& g, int64_t acc_bytes, GemmTiles tiles);
+SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes, GemmTiles tiles);
 SplitPlan PlanDepthwiseBackpropFilter(const ConvGeometry& g, int64_t acc_bytes);
 
 // dx[N,H,W,Cin] from filter[KH,KW,Cin/G,Cout] and dy[N,OH,OW,Cout], G = g.groups
 // (1: dense): group k's input channels [k, k + 1) * Cin/G see only its output
-// channels [k, k + 1) * Cout/G. One launch covers every group. tf32: float runs on
-// tensor cores in TF32 (CudaContext::tf32); other types ignore it.
+// channels [k, k + 1) * Cout/G. One launch covers every group. tiles: ChooseGemmTiles'
+// (float runs on tensor cores, in TF32, unless kCudaCores; the 16-bit types always do),
+// the plan made for them.
 template <typename T, typename Index>
-Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const SplitPlan& plan,
+Status Conv2DBackpropInputNhwc(cudaStream_t stream, const ConvGeometry& g, GemmTiles tiles, const SplitPlan& plan,
                                const T* filter, const T* dy, T* dx, void* scratch);
-// dW[KH,KW,Cin/G,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout], grouped and tf32 as above.
+// dW[KH,KW,Cin/G,Cout] from x[N,H,W,Cin] and dy[N,OH,OW,Cout], grouped and tiled as above.
 template <typename T, typename Index>
-Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, bool tf32, const SplitPlan& plan,
+Status Conv2DBackpropFilterNhwc(cudaStream_t stream, const ConvGeometry& g, GemmTiles tiles, const SplitPlan& plan,
                                 const T* x, const T* dy, T* dw, void* scratch);
 // dx[N,H,W,C] from filter[KH,KW,C,M] and dy[N,OH,OW,C*M].
 template <typename T, typename Index>
