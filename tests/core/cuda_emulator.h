@@ -255,11 +255,9 @@ cudaError_t Launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... a
 
 inline void CopyAsync(void* dst, const void* src, int valid_bytes) {
   CheckAligned(dst, 16);
+  CheckAligned(src, 16);  // cp.async wants both aligned, also when it reads nothing
   PendingCopy c{dst, {}};
-  if (valid_bytes > 0) {
-    CheckAligned(src, 16);
-    std::memcpy(c.bytes, src, 16);
-  }
+  if (valid_bytes > 0) std::memcpy(c.bytes, src, 16);
   State& s = GetState();
   s.fibers[s.current].open_group.push_back(c);
 }

@@ -73,7 +73,8 @@ constexpr int64_t kMinPixelsPerSplit = 256;
 // The same for the tensor-core filter kernels.
 constexpr int64_t kTcTargetBlocks = 512;
 constexpr int64_t kTcMinPixelsPerSplit = 512;
-// Filter gradients take 128 x 128 tiles when that gives at least this many blocks.
+// Filter gradients take 128 x 128 tiles when that gives at least this many blocks
+// (two a multiprocessor on an H200; a constant, as the plans are).
 constexpr int64_t kTcMinLargeFilterBlocks = 264;
 constexpr int64_t kMaxScratchBytes = int64_t{256} << 20;
 // Input gradients with fewer tiles than this split their reduction (3x3 512@7 at
@@ -1132,11 +1133,13 @@ SplitPlan PlanConv2DBackpropFilter(const ConvGeometry& g, int64_t acc_bytes, Gem
       FoldTaps(g) ? CeilDiv(taps * g.group_in_depth(), t) : taps * CeilDiv(g.group_in_depth(), t);
   const int64_t tiles = row_tiles * g.groups * CeilDiv(g.group_out_depth(), t);
   // A tensor-core block's pipeline pays off over long ranges, and every split costs a
-  // whole filter of partial sums written and read again.
-  const bool tensor_cores = gemm_tiles != GemmTiles::kCudaCores;
-  const int64_t target_blocks = !tensor_cores ? kTargetBlocks
+  // whole filter of partial sums written and read again. Not so for folded rows, which
+  // gather x element by element: on the long ranges RegNetX's w8/w16 filter gradients
+  // (12-38 tiles) got 120-182 blocks instead of 210-350 and ran 1.1-1.5x slower.
+  const bool long_ranges = gemm_tiles != GemmTiles::kCudaCores && !FoldTaps(g);
+  const int64_t target_blocks = !long_ranges ? kTargetBlocks
                                 : gemm_tiles == GemmTiles::kTensor128 ? kTcTargetBlocks / 2 : kTcTargetBlocks;
-  const int64_t min_pixels = tensor_cores ? kTcMinPixelsPerSplit : kMinPixelsPerSplit;
+  const int64_t min_pixels = long_ranges ? kTcMinPixelsPerSplit : kMinPixelsPerSplit;
   int64_t splits = std::max<int64_t>(1, std::min(CeilDiv(target_blocks, tiles), CeilDiv(pixels, min_pixels)));
   const int64_t max_by_scratch = std::max<int64_t>(1, kMaxScratchBytes / (g.filter_elements * acc_bytes));
   splits = std::min(splits, max_by_scratch);
