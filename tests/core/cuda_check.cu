@@ -751,26 +751,18 @@ int RunCheck(int per_op, uint64_t seed, bool emulated, int threads, bool verbose
   std::printf("input gradients splitting their reduction: %d, %d failed\n", split_checked, split_failed);
   std::printf("conv2d configurations on 128x128 tensor-core tiles: %d, %d failed\n", large_checked, large_failed);
   std::printf("input gradients of a few channels (direct kernel): %d, %d failed\n", narrow_checked, narrow_failed);
-  if (narrow_checked == 0) {
-    std::printf("FAIL no input gradient of a few channels was checked\n");
-    ++failed;
-  }
-  if (large_checked == 0) {
-    std::printf("FAIL no conv2d configuration on 128x128 tensor-core tiles was checked\n");
-    ++failed;
-  }
-  if (split_checked == 0) {
-    std::printf("FAIL no input gradient with a split reduction was checked\n");
-    ++failed;
-  }
-  if (tf32_checked == 0) {
-    std::printf("FAIL no TF32 configuration was checked\n");
-    ++failed;
-  }
-  if (grouped_drawn + grouped_listed == 0) {
-    std::printf("FAIL no grouped conv2d configuration was checked\n");
-    ++failed;
-  }
+  // A run that checked none of a kind fails: that kernel path would go untested.
+  auto require = [&failed](int checked, const char* what) {
+    if (checked == 0) {
+      std::printf("FAIL no %s was checked\n", what);
+      ++failed;
+    }
+  };
+  require(narrow_checked, "input gradient of a few channels");
+  require(large_checked, "conv2d configuration on 128x128 tensor-core tiles");
+  require(split_checked, "input gradient with a split reduction");
+  require(tf32_checked, "TF32 configuration");
+  require(grouped_drawn + grouped_listed, "grouped conv2d configuration");
   std::printf("%d passed, %d failed\n", passed, failed);
   std::fflush(stdout);
   return failed;
