@@ -273,16 +273,21 @@ constexpr int DirectLanes() {
   }
 }
 
-// A filter value times zero: zero for finite values, NaN for inf and NaN.
+// Whether a filter value is inf or NaN (exponent all ones), as integer bits: the
+// packing loop ORs them with no floating-point add chain to wait on (a `+= v * 0`
+// probe was 3.4% of 3x3 g32 512->512 @14, one thread).
 template <typename T>
-inline float TimesZero(T v) {
+inline bool NonFinite(T v) {
   if constexpr (std::is_same_v<T, uint16_t>) {
-    const uint32_t bits = uint32_t{v} << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f * 0.0f;
+    return (v & 0x7f80u) == 0x7f80u;
+  } else if constexpr (std::is_same_v<T, float>) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    return (bits & 0x7f800000u) == 0x7f800000u;
   } else {
-    return static_cast<float>(v * T(0));
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    return (bits & 0x7ff0000000000000u) == 0x7ff0000000000000u;
   }
 }
 
@@ -305,22 +310,22 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // [co/2][kBlock][2]). The tiles multiply padding zeros into the filter, exact only
   // for finite weights (0 * inf = NaN where TF has no term), so the packing also
   // checks them.
-  ScratchVector<T> packed(taps * cin * og);
+  ScratchBuffer<T> packed(taps * cin * og);  // every entry written below
   std::vector<char> finite(blocks * taps);
   ctx.For(blocks * taps, cg * og, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / taps, t = u % taps;
       T* dst = packed.data() + u * og * kBlock;
       const T* src = filter + (t * cg + b * kBlock % cg) * cout + group_of(b) * og;
-      float probe = 0;
+      bool bad = false;
       for (int64_t j = 0; j < kBlock; ++j) {
         for (int64_t co = 0; co < og; ++co) {
           const int64_t at = kPairs ? ((co / 2) * kBlock + j) * 2 + co % 2 : co * kBlock + j;
           dst[at] = src[j * cout + co];
-          probe += TimesZero(src[j * cout + co]);
+          bad |= NonFinite(src[j * cout + co]);
         }
       }
-      finite[u] = probe == 0.0f;
+      finite[u] = !bad;
     }
   });
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
@@ -406,6 +411,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     // dx row and column class, the taps that reach it (where their dy starts, which
     // filter tap). The tap list costs divisions per tap, which a grouped block's few
     // products a row could not pay for again and again.
+    // Zero-filled although the rows a band's taps read are all written before they are
+    // read: left uninitialised, 3x3 g32 256->256 @28 (one thread) ran 6% slower.
     ScratchVector<T> rows_buf(copy_rows ? band_rows * padded_cols * cout : 0);
     struct TapAt {
       int64_t dy_offset, tap;
