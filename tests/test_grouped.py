@@ -27,7 +27,7 @@ import tensorflow as tf
 
 import cases
 import tf_conv_backprop as tcb
-from cases import DTYPES, FORMATS, Case
+from cases import DTYPES, FORMATS, Case, make_arrays
 from child_process import run_child
 
 # (groups, in_depth, out_channels): two groups, three, four, one channel per group,
@@ -65,6 +65,26 @@ def _params():
 def test_grouped_against_oracles(op, dtype, data_format, grouping, kernel, geometry):
     cases.check_against_oracles(grouped_case(op, dtype, data_format, grouping, kernel,
                                              geometry, seed=len(grouping) + kernel[0]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("grouping", ((2, 16, 16), (4, 64, 64), (2, 32, 32)))
+def test_grouped_input_gradient_with_an_infinite_filter_tap(dtype, data_format, grouping):
+    """The direct tiles decline a non-finite filter, and for groups of whole vectors they
+    are the only row that takes a grouped call: the engine must then run it as dense
+    slices (this raised InternalError "no CPU kernel variant accepted the call"). inf and
+    NaN land exactly where the reference has them: no padding zero meets the inf."""
+    case = grouped_case("conv2d_input", dtype, data_format, grouping, (3, 3), GEOMETRIES[0])
+    arrays = make_arrays(case)
+    arrays["filter"][0, 0, 3, 5] = np.inf
+    ours, expected = cases.run_ours(case, arrays), cases.run_reference(case, arrays)
+    finite = np.isfinite(expected)
+    assert finite.any() and not finite.all()
+    for kind in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(kind(ours), kind(expected))
+    err = cases.relative_error(ours[finite], expected[finite])
+    assert cases.within(err, case), f"{case}: relative error vs reference {err}"
 
 
 @pytest.mark.parametrize("data_format", FORMATS)

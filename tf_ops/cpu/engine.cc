@@ -142,34 +142,51 @@ Status Guarded(Fn fn) {
   return OkStatus();
 }
 
+// What RunAsIs did with a call.
+enum class AsIs {
+  kRan,       // a variant computed it
+  kFrontEnd,  // the next variant computes on NHWC float/double: the front end's chunks run it
+  kDeclined,  // every variant that takes the call declined on its data (see ExpectGroupedDecline)
+};
+
 // Runs the selected variants on the call's tensors as they are, in order, until
-// one accepts the data; false when the next one computes on NHWC float/double
-// (the front end's chunks then run it, see RunOnNhwc).
+// one accepts the data.
 template <typename T>
-bool RunAsIs(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* a, const T* b, T* out) {
+AsIs RunAsIs(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* a, const T* b, T* out) {
   const cpu::SelectionInput in = cpu::MachineInput(op, geo, cpu::DtypeOf<T>(), ctx.num_threads);
   const cpu::Candidates c = cpu::SelectCandidates(in);
   for (int i = 0; i < c.count; ++i) {
-    if (!cpu::TakesAsIs(c.list[i], in)) return false;
+    if (!cpu::TakesAsIs(c.list[i], in)) return AsIs::kFrontEnd;
     const cpu::KernelFn kernel = cpu::KernelsOf(in.isa).Kernel(c.list[i], in.dtype);
     if (kernel != nullptr && kernel(ctx, geo, a, b, out)) {
       cpu::RecordRun(c.list[i]);
-      return true;
+      return AsIs::kRan;
     }
   }
-  throw std::logic_error("no CPU kernel variant accepted the call");  // the last never declines
+  return AsIs::kDeclined;
 }
 
-// The same on a chunk the front end converted to NHWC float/double.
+// The same on a chunk the front end converted to NHWC float/double; false when
+// every variant declined it.
 template <typename A>
-void RunOnNhwc(OpKind op, const CpuContext& ctx, const ConvGeometry& chunk, const A* a, const A* b, A* out) {
-  if (!RunAsIs(op, ctx, chunk, a, b, out)) throw std::logic_error("no NHWC CPU kernel variant");
+bool RunOnNhwc(OpKind op, const CpuContext& ctx, const ConvGeometry& chunk, const A* a, const A* b, A* out) {
+  const AsIs done = RunAsIs(op, ctx, chunk, a, b, out);
+  if (done == AsIs::kFrontEnd) throw std::logic_error("no NHWC CPU kernel variant");
+  return done == AsIs::kRan;
+}
+
+// Each op's last dense row never declines, so only a grouped call can find every
+// row declining (the direct tiles on a non-finite filter, or on a padded dy band
+// past their scratch bound); the caller then runs it as dense slices of whole groups.
+void ExpectGroupedDecline(const ConvGeometry& geo) {
+  if (geo.groups == 1) throw std::logic_error("no CPU kernel variant accepted the call");
 }
 
 // The front end's half of InputGradient: the batch in chunks converted to NHWC
-// float/double for the variant RunAsIs passed over.
+// float/double for the variant RunAsIs passed over. False when every variant
+// declined a chunk.
 template <typename T>
-void InputGradientInChunks(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
+bool InputGradientInChunks(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* filter,
                            const T* out_backprop, T* in_backprop) {
   using A = AccType<T>;
   const A* w = nullptr;
@@ -198,9 +215,10 @@ void InputGradientInChunks(OpKind op, const CpuContext& ctx, const ConvGeometry&
     Dims4 dyc = dy_dims, dxc = dx_dims;
     dyc.n = dxc.n = nb;
     ToNhwc(ctx, geo.data_format, dyc, out_backprop + n0 * dyc.image(), dy_buf.data());
-    RunOnNhwc(op, ctx, ChunkGeometry(geo, nb), w, dy_buf.data(), dx_buf.data());
+    if (!RunOnNhwc(op, ctx, ChunkGeometry(geo, nb), w, dy_buf.data(), dx_buf.data())) return false;
     FromNhwc(ctx, geo.data_format, dxc, dx_buf.data(), in_backprop + n0 * dxc.image(), stream_dx);
   }
+  return true;
 }
 
 // A grouped conv2d runs as dense convolutions over slices of whole groups: slice s
@@ -353,8 +371,10 @@ void GroupedInputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& 
                    ScratchBuffer<A> dx_slice(nb * in_pixels * s.in_depth);
                    CopyRows(run, nb * out_pixels, dy + slice * s.out_depth, geo.out_depth, dy_slice.data(),
                             s.out_depth, s.real_out(geo, slice), s.out_depth);
-                   RunOnNhwc(op, run, SliceGeometry(geo, s, nb), w.data() + slice * slice_filter,
-                             dy_slice.data(), dx_slice.data());
+                   const ConvGeometry dense = SliceGeometry(geo, s, nb);
+                   if (!RunOnNhwc(op, run, dense, w.data() + slice * slice_filter, dy_slice.data(),
+                                  dx_slice.data()))
+                     ExpectGroupedDecline(dense);
                    const int64_t real_in = s.real_in(geo, slice);
                    CopyRows(run, nb * in_pixels, dx_slice.data(), s.in_depth, dx + slice * s.in_depth,
                             geo.in_depth, real_in, real_in);
@@ -394,8 +414,9 @@ void GroupedFilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry&
                    CopyRows(run, nb * out_pixels, dy + slice * s.out_depth, geo.out_depth, dy_slice.data(),
                             s.out_depth, s.real_out(geo, slice), s.out_depth);
                    A* total = dw.data() + slice * slice_filter;
-                   RunOnNhwc(op, run, SliceGeometry(geo, s, nb), x_slice.data(), dy_slice.data(),
-                             n0 == 0 ? total : dw_chunk.data());
+                   const ConvGeometry dense = SliceGeometry(geo, s, nb);
+                   if (!RunOnNhwc(op, run, dense, x_slice.data(), dy_slice.data(), n0 == 0 ? total : dw_chunk.data()))
+                     ExpectGroupedDecline(dense);
                    if (n0 == 0) return;
                    const A* add = dw_chunk.data();
                    for (int64_t i = 0; i < slice_filter; ++i) total[i] += add[i];
@@ -427,25 +448,72 @@ Status InputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, 
     if constexpr (cpu::IsFloating(cpu::DtypeOf<T>())) {
       if (NeedsSlices<T>(op, ctx, geo)) return GroupedInputGradient(op, ctx, geo, filter, out_backprop, in_backprop);
     }
-    if (RunAsIs(op, ctx, geo, filter, out_backprop, in_backprop)) return;
-    // An integer gradient runs only on rows that take it as it is (RunAsIs ran
-    // one or threw): the front end converts to float, which is not exact.
+    AsIs done = RunAsIs(op, ctx, geo, filter, out_backprop, in_backprop);
+    // An integer gradient runs only on rows that take it as it is (their last never
+    // declines): the front end converts to float, which is not exact.
     if constexpr (cpu::IsFloating(cpu::DtypeOf<T>())) {
-      InputGradientInChunks(op, ctx, geo, filter, out_backprop, in_backprop);
+      if (done == AsIs::kFrontEnd) {
+        done = InputGradientInChunks(op, ctx, geo, filter, out_backprop, in_backprop) ? AsIs::kRan : AsIs::kDeclined;
+      }
+      if (done == AsIs::kDeclined) {
+        ExpectGroupedDecline(geo);
+        GroupedInputGradient(op, ctx, geo, filter, out_backprop, in_backprop);
+      }
+    } else if (done != AsIs::kRan) {
+      throw std::logic_error("no CPU kernel variant accepted the integer call");
     }
   });
 }
 
-// dW = kernel(x, dy): shared by the conv2d and depthwise filter gradients.
-// Float NHWC goes straight to the kernel. Otherwise the batch runs in chunks of
-// images (x and dy converted / transposed per chunk into reused buffers); the
-// first chunk's kernel writes the float dW directly, each later one writes a
-// scratch dW that is then added, in chunk order (deterministic sums). half and
-// bfloat16 round once, at the end.
+// The front end's half of FilterGradient: the batch in chunks of images (x and dy
+// converted / transposed per chunk into reused buffers); the first chunk's kernel
+// writes the float dW directly, each later one writes a scratch dW that is then
+// added, in chunk order (deterministic sums). half and bfloat16 round once, at the
+// end. False when every variant declined a chunk.
+template <typename T>
+bool FilterGradientInChunks(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* input,
+                            const T* out_backprop, T* filter_backprop) {
+  using A = AccType<T>;
+  const int64_t fe = geo.filter_elements;
+  const Dims4 x_dims = InputDims(geo), dy_dims = OutBackpropDims(geo);
+  const int64_t image_bytes = (x_dims.image() + dy_dims.image()) * static_cast<int64_t>(sizeof(A));
+  const ChunkPlan plan = PlanChunks(geo.batch, image_bytes, kChunkBytes, 1);
+  ScratchVector<A> dw_own(std::is_same_v<T, A> ? 0 : fe);
+  A* dw = nullptr;
+  if constexpr (std::is_same_v<T, A>) {
+    dw = filter_backprop;
+  } else {
+    dw = dw_own.data();
+  }
+  ScratchBuffer<A> dw_chunk(plan.chunks > 1 ? fe : 0);
+  ScratchBuffer<A> x_buf(plan.images * x_dims.image());
+  ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
+  for (int64_t n0 = 0; n0 < geo.batch; n0 += plan.images) {
+    const int64_t nb = std::min(plan.images, geo.batch - n0);
+    Dims4 xc = x_dims, dyc = dy_dims;
+    xc.n = dyc.n = nb;
+    ToNhwc(ctx, geo.data_format, xc, input + n0 * xc.image(), x_buf.data());
+    ToNhwc(ctx, geo.data_format, dyc, out_backprop + n0 * dyc.image(), dy_buf.data());
+    A* target = n0 == 0 ? dw : dw_chunk.data();
+    if (!RunOnNhwc(op, ctx, ChunkGeometry(geo, nb), x_buf.data(), dy_buf.data(), target)) return false;
+    if (n0 == 0) continue;
+    const A* add = dw_chunk.data();
+    ctx.For(CeilDiv(fe, kConvertRun), kConvertRun, [&](int64_t begin, int64_t end) {
+      const int64_t hi = std::min(fe, end * kConvertRun);
+      for (int64_t i = begin * kConvertRun; i < hi; ++i) dw[i] += add[i];
+    });
+  }
+  if constexpr (!std::is_same_v<T, A>) {
+    ToNhwc(ctx, DataFormat::kNHWC, FilterDims(geo), dw, filter_backprop);
+  }
+  return true;
+}
+
+// dW = kernel(x, dy): shared by the conv2d and depthwise filter gradients. Float
+// NHWC goes straight to the kernel, everything else through the front end's chunks.
 template <typename T>
 Status FilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo, const T* input,
                       const T* out_backprop, T* filter_backprop) {
-  using A = AccType<T>;
   if (geo.filter_elements == 0) return OkStatus();
   if (geo.input_elements == 0 || geo.out_backprop_elements == 0) {
     std::fill_n(filter_backprop, geo.filter_elements, T(0));
@@ -453,38 +521,13 @@ Status FilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& geo,
   }
   return Guarded([&] {
     if (NeedsSlices<T>(op, ctx, geo)) return GroupedFilterGradient(op, ctx, geo, input, out_backprop, filter_backprop);
-    if (RunAsIs(op, ctx, geo, input, out_backprop, filter_backprop)) return;
-    const int64_t fe = geo.filter_elements;
-    const Dims4 x_dims = InputDims(geo), dy_dims = OutBackpropDims(geo);
-    const int64_t image_bytes = (x_dims.image() + dy_dims.image()) * static_cast<int64_t>(sizeof(A));
-    const ChunkPlan plan = PlanChunks(geo.batch, image_bytes, kChunkBytes, 1);
-    ScratchVector<A> dw_own(std::is_same_v<T, A> ? 0 : fe);
-    A* dw = nullptr;
-    if constexpr (std::is_same_v<T, A>) {
-      dw = filter_backprop;
-    } else {
-      dw = dw_own.data();
+    AsIs done = RunAsIs(op, ctx, geo, input, out_backprop, filter_backprop);
+    if (done == AsIs::kFrontEnd) {
+      done = FilterGradientInChunks(op, ctx, geo, input, out_backprop, filter_backprop) ? AsIs::kRan : AsIs::kDeclined;
     }
-    ScratchBuffer<A> dw_chunk(plan.chunks > 1 ? fe : 0);
-    ScratchBuffer<A> x_buf(plan.images * x_dims.image());
-    ScratchBuffer<A> dy_buf(plan.images * dy_dims.image());
-    for (int64_t n0 = 0; n0 < geo.batch; n0 += plan.images) {
-      const int64_t nb = std::min(plan.images, geo.batch - n0);
-      Dims4 xc = x_dims, dyc = dy_dims;
-      xc.n = dyc.n = nb;
-      ToNhwc(ctx, geo.data_format, xc, input + n0 * xc.image(), x_buf.data());
-      ToNhwc(ctx, geo.data_format, dyc, out_backprop + n0 * dyc.image(), dy_buf.data());
-      A* target = n0 == 0 ? dw : dw_chunk.data();
-      RunOnNhwc(op, ctx, ChunkGeometry(geo, nb), x_buf.data(), dy_buf.data(), target);
-      if (n0 == 0) continue;
-      const A* add = dw_chunk.data();
-      ctx.For(CeilDiv(fe, kConvertRun), kConvertRun, [&](int64_t begin, int64_t end) {
-        const int64_t hi = std::min(fe, end * kConvertRun);
-        for (int64_t i = begin * kConvertRun; i < hi; ++i) dw[i] += add[i];
-      });
-    }
-    if constexpr (!std::is_same_v<T, A>) {
-      ToNhwc(ctx, DataFormat::kNHWC, FilterDims(geo), dw, filter_backprop);
+    if (done == AsIs::kDeclined) {
+      ExpectGroupedDecline(geo);
+      GroupedFilterGradient(op, ctx, geo, input, out_backprop, filter_backprop);
     }
   });
 }
