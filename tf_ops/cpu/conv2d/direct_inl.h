@@ -253,6 +253,12 @@ void CopyChannels(const T* src, int64_t src_stride, int64_t count, int64_t pixel
   for (int64_t p = 0; p < pixels; ++p) std::copy_n(src + p * src_stride, count, dst + p * count);
 }
 
+// Share `step` of `steps` of the bytes [p, p + bytes) into L2.
+inline void PrefetchShare(const char* p, int64_t bytes, int64_t step, int64_t steps) {
+  const int64_t share = CeilDiv(bytes, steps), end = std::min(bytes, (step + 1) * share);
+  for (int64_t at = step * share; at < end; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
+}
+
 // What the input-gradient units keep in L2 (1 MiB per core here): a block of
 // the packed filter, which every tile of a unit streams once per dx row, or
 // the whole packed filter when it is small enough to sit there next to a band
@@ -369,10 +375,14 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // dx is written once, tile by tile: past one core's L2 it bypasses the caches (no
   // read for ownership of its lines, and dy and the filter keep L2; 2 threads, float32,
   // AMD EPYC: 1x1 256->64 @56 9.6 -> 5.6 ms, 3x3 s2 128->128 @56 13.2 -> 11.2 ms,
-  // grouped 3x3 g32 512->512 @14 3.0 -> 2.2 ms). Every tile vector starts on a multiple
-  // of the vector's size from dx (channels come in whole vectors).
-  const bool stream = !kPairs && g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamDxBytes &&
-                      reinterpret_cast<uintptr_t>(dx) % sizeof(typename Vreg<float>::Vec) == 0;
+  // grouped 3x3 g32 512->512 @14 3.0 -> 2.2 ms). Only whole 64-byte lines, though: a
+  // block narrower than a line leaves the rest of each line to another unit, and a
+  // streamed partial line costs more than the read it saves (AVX2, 2 threads, RegNetX
+  // 3x3 s2 w8 152->152 @28: 0.87 -> 0.67 ms unstreamed). A block starts on a multiple
+  // of its size from dx (channels come in whole blocks).
+  const bool stream = !kPairs && kBlock * sizeof(T) % 64 == 0 &&
+                      g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamDxBytes &&
+                      reinterpret_cast<uintptr_t>(dx) % 64 == 0;
   // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels, dy_stride
   // apart (row_dy at the group's first output channel).
   auto RunRow = [&](const T* row_dy, int64_t dy_stride, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
@@ -398,6 +408,16 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const bool block_inner =
       g.groups > 1 || taps * cin * og * static_cast<int64_t>(sizeof(T)) <= kL2FilterBytes;
   const int64_t units_per_block = g.batch * bands;
+  // The dy rows a band of dx rows reads, oh = (ih + pad_top - kh*dh) / sh clipped to
+  // the image (none when lo > hi).
+  struct RowSpan {
+    int64_t lo, hi;
+  };
+  auto band_dy_rows = [&](int64_t image_band) {
+    const int64_t ih0 = (image_band % bands) * band, ih1 = std::min(g.in_rows, ih0 + band);
+    return RowSpan{std::max<int64_t>(0, CeilDiv(ih0 + g.pad_top - reach, sh)),
+                   std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh)};
+  };
   const int64_t work = band * g.in_cols * taps * kBlock * og;
   const int64_t classes = std::min(sw, g.in_cols);  // column classes rho
   ctx.For(blocks * units_per_block, work, [&](int64_t begin, int64_t end) {
@@ -433,9 +453,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin, (ih1 - ih0) * g.in_cols);
         continue;
       }
-      // dy rows this band reads: oh = (ih + pad_top - kh*dh) / sh, clipped to the image.
-      const int64_t oh_lo = std::max<int64_t>(0, CeilDiv(ih0 + g.pad_top - reach, sh));
-      const int64_t oh_hi = std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh);
+      const RowSpan dy_rows = band_dy_rows(image_band);
+      const int64_t oh_lo = dy_rows.lo, oh_hi = dy_rows.hi;
       // dy row oh starts at src + (oh - src_row0) * src_cols * src_depth.
       const bool copied_rows = copy_rows && oh_lo <= oh_hi;
       const int64_t src_row0 = copied_rows ? oh_lo : 0, src_cols = copied_rows ? padded_cols : g.out_cols;
@@ -482,7 +501,20 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
         class_start.push_back(static_cast<int64_t>(band_taps.size()));
       }
       const T* src = copied_rows ? rows_buf.data() + (group - first_group) * slab : dy_n;
+      // A band's units run one after another (blocks inner); while they compute, the
+      // next band's dy rows come into L2, a share per dx row, so that its copy does not
+      // wait on memory (2 threads: 3x3 g32 256->256 @28 2.87 -> 2.62 ms, g32 512->512
+      // @14 1.40 -> 1.35 ms, RegNetX w16 64->64 @28 0.72 -> 0.70 ms; others unchanged).
+      const char* next_rows = nullptr;
+      int64_t next_bytes = 0;
+      const RowSpan next = band_dy_rows(image_band + 1);
+      if (block_inner && image_band + 1 < g.batch * bands && next.lo <= next.hi) {
+        const int64_t next_n = (image_band + 1) / bands;
+        next_rows = reinterpret_cast<const char*>(dy + (next_n * g.out_rows + next.lo) * g.out_cols * cout);
+        next_bytes = (next.hi + 1 - next.lo) * g.out_cols * cout * static_cast<int64_t>(sizeof(T));
+      }
       for (int64_t ih = ih0; ih < ih1; ++ih) {
+        PrefetchShare(next_rows, next_bytes, b * (ih1 - ih0) + ih - ih0, blocks * (ih1 - ih0));
         T* dx_block = dx + n * dx_image + ih * g.in_cols * cin + b * kBlock;
         for (int64_t rho = 0; rho < classes; ++rho) {
           const int64_t at = (ih - ih0) * classes + rho, first = class_start[at];
