@@ -178,8 +178,9 @@ bool RunOnNhwc(OpKind op, const CpuContext& ctx, const ConvGeometry& chunk, cons
 // Each op's last dense row never declines, so only a grouped call can find every
 // row declining (the direct tiles on a non-finite filter, or on a padded dy band
 // past their scratch bound); the caller then runs it as dense slices of whole groups.
+constexpr const char* kDenseDeclined = "no CPU kernel variant accepted the call";
 void ExpectGroupedDecline(const ConvGeometry& geo) {
-  if (geo.groups == 1) throw std::logic_error("no CPU kernel variant accepted the call");
+  if (geo.groups == 1) throw std::logic_error(kDenseDeclined);
 }
 
 // The front end's half of InputGradient: the batch in chunks converted to NHWC
@@ -374,7 +375,7 @@ void GroupedInputGradient(OpKind op, const CpuContext& ctx, const ConvGeometry& 
                    const ConvGeometry dense = SliceGeometry(geo, s, nb);
                    if (!RunOnNhwc(op, run, dense, w.data() + slice * slice_filter, dy_slice.data(),
                                   dx_slice.data()))
-                     ExpectGroupedDecline(dense);
+                     throw std::logic_error(kDenseDeclined);
                    const int64_t real_in = s.real_in(geo, slice);
                    CopyRows(run, nb * in_pixels, dx_slice.data(), s.in_depth, dx + slice * s.in_depth,
                             geo.in_depth, real_in, real_in);
@@ -416,7 +417,7 @@ void GroupedFilterGradient(OpKind op, const CpuContext& ctx, const ConvGeometry&
                    A* total = dw.data() + slice * slice_filter;
                    const ConvGeometry dense = SliceGeometry(geo, s, nb);
                    if (!RunOnNhwc(op, run, dense, x_slice.data(), dy_slice.data(), n0 == 0 ? total : dw_chunk.data()))
-                     ExpectGroupedDecline(dense);
+                     throw std::logic_error(kDenseDeclined);
                    if (n0 == 0) return;
                    const A* add = dw_chunk.data();
                    for (int64_t i = 0; i < slice_filter; ++i) total[i] += add[i];

@@ -375,12 +375,14 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // dx is written once, tile by tile: past one core's L2 it bypasses the caches (no
   // read for ownership of its lines, and dy and the filter keep L2; 2 threads, float32,
   // AMD EPYC: 1x1 256->64 @56 9.6 -> 5.6 ms, 3x3 s2 128->128 @56 13.2 -> 11.2 ms,
-  // grouped 3x3 g32 512->512 @14 3.0 -> 2.2 ms). Only whole 64-byte lines, though: a
-  // block narrower than a line leaves the rest of each line to another unit, and a
-  // streamed partial line costs more than the read it saves (AVX2, 2 threads, RegNetX
-  // 3x3 s2 w8 152->152 @28: 0.87 -> 0.67 ms unstreamed). A block starts on a multiple
-  // of its size from dx (channels come in whole blocks).
-  const bool stream = !kPairs && kBlock * sizeof(T) % 64 == 0 &&
+  // grouped 3x3 g32 512->512 @14 3.0 -> 2.2 ms). A block narrower than a 64-byte line
+  // (8 floats on ymm) streams half lines, each its own memory transaction: that pays
+  // while a stored vector sums every tap (grouped 3x3 g32 256->256 @28, 2 threads: 2.78
+  // -> 2.35 ms streamed), not under a stride, whose dx rows take few taps each (AVX2,
+  // RegNetX 3x3 s2 w8 152->152 @28, 2 threads: 0.87 -> 0.67 ms unstreamed). Every
+  // block starts on a multiple of its size from dx (channels come in whole blocks).
+  const bool whole_lines = kBlock * sizeof(T) % 64 == 0;
+  const bool stream = !kPairs && (whole_lines || (sh == 1 && sw == 1)) &&
                       g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamDxBytes &&
                       reinterpret_cast<uintptr_t>(dx) % 64 == 0;
   // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels, dy_stride
