@@ -43,6 +43,7 @@
 #else
 #error "AVX2 and AVX-512 variants only"
 #endif
+#include "tf_ops/cpu/simd_vec_inl.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -253,12 +254,6 @@ void CopyChannels(const T* src, int64_t src_stride, int64_t count, int64_t pixel
   for (int64_t p = 0; p < pixels; ++p) std::copy_n(src + p * src_stride, count, dst + p * count);
 }
 
-// Share `step` of `steps` of the bytes [p, p + bytes) into L2.
-inline void PrefetchShare(const char* p, int64_t bytes, int64_t step, int64_t steps) {
-  const int64_t share = CeilDiv(bytes, steps), end = std::min(bytes, (step + 1) * share);
-  for (int64_t at = step * share; at < end; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
-}
-
 // What the input-gradient units keep in L2 (1 MiB per core here): a block of
 // the packed filter, which every tile of a unit streams once per dx row, or
 // the whole packed filter when it is small enough to sit there next to a band
@@ -438,6 +433,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     ScratchVector<int64_t> class_start;  // (ih - ih0) * classes + rho -> first band_taps entry
     int64_t prepared = -1;   // the image band rows_buf and the tap list hold
     int64_t first_group = 0;  // the first group in rows_buf
+    const T* next_rows = nullptr;  // the next image band's dy rows (next_count values)
+    int64_t next_count = 0;
     DirectTap<T> tap_list[64];
     std::vector<DirectTap<T>> tap_heap;
     DirectTap<T>* tap_ptr = taps <= 64 ? tap_list : (tap_heap.resize(taps), tap_heap.data());
@@ -501,22 +498,23 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
           }
         }
         class_start.push_back(static_cast<int64_t>(band_taps.size()));
+        // A band's units run one after another (blocks inner); while they compute, the
+        // next band's dy rows come into L2, a share per dx row, so that its copy does not
+        // wait on memory (2 threads: 3x3 g32 256->256 @28 2.87 -> 2.62 ms, g32 512->512
+        // @14 1.40 -> 1.35 ms, RegNetX w16 64->64 @28 0.72 -> 0.70 ms; others unchanged).
+        const RowSpan next = band_dy_rows(image_band + 1);
+        next_count = 0;
+        if (block_inner && image_band + 1 < g.batch * bands && next.lo <= next.hi) {
+          next_rows = dy + ((image_band + 1) / bands * g.out_rows + next.lo) * g.out_cols * cout;
+          next_count = (next.hi + 1 - next.lo) * g.out_cols * cout;
+        }
       }
       const T* src = copied_rows ? rows_buf.data() + (group - first_group) * slab : dy_n;
-      // A band's units run one after another (blocks inner); while they compute, the
-      // next band's dy rows come into L2, a share per dx row, so that its copy does not
-      // wait on memory (2 threads: 3x3 g32 256->256 @28 2.87 -> 2.62 ms, g32 512->512
-      // @14 1.40 -> 1.35 ms, RegNetX w16 64->64 @28 0.72 -> 0.70 ms; others unchanged).
-      const char* next_rows = nullptr;
-      int64_t next_bytes = 0;
-      const RowSpan next = band_dy_rows(image_band + 1);
-      if (block_inner && image_band + 1 < g.batch * bands && next.lo <= next.hi) {
-        const int64_t next_n = (image_band + 1) / bands;
-        next_rows = reinterpret_cast<const char*>(dy + (next_n * g.out_rows + next.lo) * g.out_cols * cout);
-        next_bytes = (next.hi + 1 - next.lo) * g.out_cols * cout * static_cast<int64_t>(sizeof(T));
-      }
+      // The band's blocks x rows steps each prefetch an equal share of the next band.
+      const int64_t share = CeilDiv(next_count, blocks * (ih1 - ih0));
       for (int64_t ih = ih0; ih < ih1; ++ih) {
-        PrefetchShare(next_rows, next_bytes, b * (ih1 - ih0) + ih - ih0, blocks * (ih1 - ih0));
+        const int64_t ahead = std::min(next_count, (b * (ih1 - ih0) + ih - ih0) * share);
+        Prefetch(next_rows + ahead, std::min(share, next_count - ahead));
         T* dx_block = dx + n * dx_image + ih * g.in_cols * cin + b * kBlock;
         for (int64_t rho = 0; rho < classes; ++rho) {
           const int64_t at = (ih - ih0) * classes + rho, first = class_start[at];

@@ -35,6 +35,7 @@
 
 #include "tf_ops/core/geometry.h"
 #include "tf_ops/core/scratch.h"
+#include "tf_ops/cpu/simd_vec_inl.h"
 #include "tf_ops/cpu/zmm_avx512_inl.h"
 
 namespace tf_conv_backprop {
@@ -45,14 +46,6 @@ namespace {
 // dx sizes from which the input gradients stream their stores (as the NHWC
 // kernels, cpu/depthwise/nhwc.cc).
 constexpr int64_t kStreamDxBytes = int64_t{2} << 20;
-
-// count elements from p into L2: the next plane while this one computes (the
-// planes are too short for the hardware prefetchers to get ahead).
-template <typename T>
-inline void Prefetch(const T* p, int64_t count) {
-  const char* bytes = reinterpret_cast<const char*>(p);
-  for (int64_t i = 0; i < count * static_cast<int64_t>(sizeof(T)); i += 64) _mm_prefetch(bytes + i, _MM_HINT_T1);
-}
 
 // dst[0, count) = src[0, count), the whole cache lines of dst as
 // non-temporal stores (see StoreOut); the partial lines at either end are
