@@ -71,11 +71,10 @@ constexpr int kFilterTileRows[5] = {0, kTileRows[1], kTileRows[2], 0, 0};
 constexpr int kMaxTileVectors = kTileRows[4] > 0 ? 4 : 2;
 
 // One tap of the tap list: where its dy values start (relative to the dy value
-// of dx pixel 0 of the tile) and its packed filter block.
-template <typename T>
+// of dx pixel 0 of the tile) and where its filter starts in the block's packed
+// filter (the same for every block: a band's list serves all of them).
 struct DirectTap {
-  int64_t dy_offset;
-  const T* w;
+  int64_t dy_offset, w_offset;
 };
 
 // dx[r * dx_stride + lanes*v + j] for r < R, v < V, j < lanes: the full sum over the
@@ -83,8 +82,8 @@ struct DirectTap {
 // dy_stride apart, or kDyStride when that is not 0. stream: non-temporal stores
 // (dx vectors aligned to their size).
 template <typename T, int R, int V, int kDyStride>
-inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, int ntaps,
-                            int64_t cout, T* dx, int64_t dx_stride, bool stream) {
+inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap* taps, int ntaps,
+                            const T* w_block, int64_t cout, T* dx, int64_t dx_stride, bool stream) {
   constexpr int kLanes = Vreg<T>::kLanes;
   if constexpr (kDyStride > 0) dy_stride = kDyStride;
   typename Vreg<T>::Vec acc[R][V];
@@ -95,7 +94,7 @@ inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap<T>* 
   }
   for (int t = 0; t < ntaps; ++t) {
     const T* d = dy + taps[t].dy_offset;
-    const T* w = taps[t].w;
+    const T* w = w_block + taps[t].w_offset;
     for (int64_t co = 0; co < cout; ++co, w += kLanes * V) {
       typename Vreg<T>::Vec wv[V];
 #pragma GCC unroll 4
@@ -126,7 +125,7 @@ inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap<T>* 
 // A row of `pixels` dx pixels in near-equal tiles of at most R (a row of 7 runs
 // as 4 + 3, not 6 + 1: a one-pixel tile is bound by its filter loads).
 template <typename T, int R, int V, int kDyStride>
-void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, int ntaps,
+void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap* taps, int ntaps, const T* w_block,
                     int64_t cout, T* dx, int64_t dx_stride, int64_t pixels, bool stream) {
   const int64_t tiles = (pixels + R - 1) / R;
   const int64_t narrow = pixels / tiles, wide_tiles = pixels % tiles;
@@ -137,13 +136,14 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
     T* o = dx + p * dx_stride;
     p += width;
     if (width == R) {
-      DirectInputTile<T, R, V, kDyStride>(d, dy_stride, taps, ntaps, cout, o, dx_stride, stream);
+      DirectInputTile<T, R, V, kDyStride>(d, dy_stride, taps, ntaps, w_block, cout, o, dx_stride, stream);
       continue;
     }
     switch (width) {
 #define TCB_TILE(n)                                                                          \
   case n:                                                                                    \
-    if constexpr (n < R) DirectInputTile<T, n, V, kDyStride>(d, dy_stride, taps, ntaps, cout, o, dx_stride, stream); \
+    if constexpr (n < R)                                                                       \
+      DirectInputTile<T, n, V, kDyStride>(d, dy_stride, taps, ntaps, w_block, cout, o, dx_stride, stream); \
     break;
       TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
       TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13)
@@ -167,8 +167,9 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap<T>* taps, in
 
 template <int R, int V>
 TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_stride,
-                                                const DirectTap<uint16_t>* taps, int ntaps,
-                                                int64_t cout, uint16_t* dx, int64_t dx_stride) {
+                                                const DirectTap* taps, int ntaps,
+                                                const uint16_t* w_block, int64_t cout, uint16_t* dx,
+                                                int64_t dx_stride) {
   __m512 acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -177,7 +178,7 @@ TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_s
   }
   for (int t = 0; t < ntaps; ++t) {
     const uint16_t* d = dy + taps[t].dy_offset;
-    const uint16_t* w = taps[t].w;
+    const uint16_t* w = w_block + taps[t].w_offset;
     for (int64_t co = 0; co < cout; co += 2, w += 32 * V) {
       __m512bh wv[V];
 #pragma GCC unroll 4
@@ -204,7 +205,7 @@ TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_s
 
 template <int R, int V>
 TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
-    const uint16_t* dy, int64_t dy_stride, const DirectTap<uint16_t>* taps, int ntaps,
+    const uint16_t* dy, int64_t dy_stride, const DirectTap* taps, int ntaps, const uint16_t* w_block,
     int64_t cout, uint16_t* dx, int64_t dx_stride, int64_t pixels) {
   const int64_t tiles = (pixels + R - 1) / R;
   const int64_t narrow = pixels / tiles, wide_tiles = pixels % tiles;
@@ -217,7 +218,7 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
     switch (width) {
 #define TCB_TILE(n)                                                                             \
   case n:                                                                                       \
-    if constexpr (n <= R) DirectInputTileBf16<n, V>(d, dy_stride, taps, ntaps, cout, o, dx_stride); \
+    if constexpr (n <= R) DirectInputTileBf16<n, V>(d, dy_stride, taps, ntaps, w_block, cout, o, dx_stride); \
     break;
       TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
       TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13) TCB_TILE(14)
@@ -384,11 +385,11 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                       reinterpret_cast<uintptr_t>(dx) % 64 == 0;
   // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels, dy_stride
   // apart (row_dy at the group's first output channel).
-  auto RunRow = [&](const T* row_dy, int64_t dy_stride, const DirectTap<T>* row_taps, int ntaps, T* row_dx,
-                    int64_t dx_stride, int64_t pixels) {
+  auto RunRow = [&](const T* row_dy, int64_t dy_stride, const DirectTap* row_taps, int ntaps, const T* w_block,
+                    T* row_dx, int64_t dx_stride, int64_t pixels) {
     if constexpr (kPairs) {
 #if defined(__AVX512F__)
-      DirectInputRowBf16<R, V>(row_dy, dy_stride, row_taps, ntaps, og, row_dx, dx_stride, pixels);
+      DirectInputRowBf16<R, V>(row_dy, dy_stride, row_taps, ntaps, w_block, og, row_dx, dx_stride, pixels);
 #endif
     } else if (dy_stride == kBlock) {
       // A tile's R dy pixels, each a runtime stride apart, take R address registers,
@@ -398,9 +399,10 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       // (input gradients in TF, 1 thread, medians of 3 processes: RegNetX w8 56->56 @28,
       // AVX2 tiles, 0.98 -> 0.82 ms; ResNeXt g32 256->256 @28 3.87 -> 3.58 ms; RegNetX
       // s2 w16 160->160 @28, zmm tiles, 0.99 -> 0.91 ms).
-      DirectInputRow<T, R, V, kBlock>(row_dy, dy_stride, row_taps, ntaps, og, row_dx, dx_stride, pixels, stream);
+      DirectInputRow<T, R, V, kBlock>(row_dy, dy_stride, row_taps, ntaps, w_block, og, row_dx, dx_stride, pixels,
+                                      stream);
     } else {
-      DirectInputRow<T, R, V, 0>(row_dy, dy_stride, row_taps, ntaps, og, row_dx, dx_stride, pixels, stream);
+      DirectInputRow<T, R, V, 0>(row_dy, dy_stride, row_taps, ntaps, w_block, og, row_dx, dx_stride, pixels, stream);
     }
   };
   // Units are (channel block, image, band), block outermost: a thread's run of
@@ -437,18 +439,12 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     // Zero-filled although the rows a band's taps read are all written before they are
     // read: left uninitialised, 3x3 g32 256->256 @28 (one thread) ran 6% slower.
     ScratchVector<T> rows_buf(copy_rows ? band_rows * padded_cols * cout : 0);
-    struct TapAt {
-      int64_t dy_offset, tap;
-    };
-    ScratchVector<TapAt> band_taps;
+    ScratchVector<DirectTap> band_taps;
     ScratchVector<int64_t> class_start;  // (ih - ih0) * classes + rho -> first band_taps entry
     int64_t prepared = -1;   // the image band rows_buf and the tap list hold
     int64_t first_group = 0;  // the first group in rows_buf
     const T* next_rows = nullptr;  // the next image band's dy rows (next_count values)
     int64_t next_count = 0;
-    DirectTap<T> tap_list[64];
-    std::vector<DirectTap<T>> tap_heap;
-    DirectTap<T>* tap_ptr = taps <= 64 ? tap_list : (tap_heap.resize(taps), tap_heap.data());
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = block_inner ? u % blocks : u / units_per_block;
       const int64_t image_band = block_inner ? u / blocks : u % units_per_block;
@@ -458,8 +454,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
       const T* dy_n = dy + n * dy_image;
       if (pointwise) {  // the band's pixels are one contiguous row in dy and dx
-        const DirectTap<T> tap{0, w_block};
-        RunRow(dy_n + ih0 * g.in_cols * cout + group * og, cout, &tap, 1,
+        const DirectTap tap{0, 0};
+        RunRow(dy_n + ih0 * g.in_cols * cout + group * og, cout, &tap, 1, w_block,
                dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin, (ih1 - ih0) * g.in_cols);
         continue;
       }
@@ -503,7 +499,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                 if (FloorDiv(q, sw) * sw != q) continue;
                 // dy column read by the class's first dx column, in the source rows.
                 const int64_t col = q / sw + src_left;
-                band_taps.push_back(TapAt{((oh - src_row0) * src_cols + col) * src_depth, kh * kw_n + kw});
+                band_taps.push_back(
+                    DirectTap{((oh - src_row0) * src_cols + col) * src_depth, (kh * kw_n + kw) * og * kBlock});
               }
             }
           }
@@ -530,14 +527,11 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
         for (int64_t rho = 0; rho < classes; ++rho) {
           const int64_t at = (ih - ih0) * classes + rho, first = class_start[at];
           const int ntaps = static_cast<int>(class_start[at + 1] - first);
-          for (int i = 0; i < ntaps; ++i) {
-            tap_ptr[i] = DirectTap<T>{band_taps[first + i].dy_offset, w_block + band_taps[first + i].tap * og * kBlock};
-          }
           const int64_t count = (g.in_cols - rho + sw - 1) / sw;
           if (ntaps == 0) {
             for (int64_t j = 0; j < count; ++j) std::fill_n(dx_block + (rho + j * sw) * cin, kBlock, T(0));
           } else {
-            RunRow(src, src_depth, tap_ptr, ntaps, dx_block + rho * cin, sw * cin, count);
+            RunRow(src, src_depth, band_taps.data() + first, ntaps, w_block, dx_block + rho * cin, sw * cin, count);
           }
         }
       }
