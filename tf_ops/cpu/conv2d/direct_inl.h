@@ -70,21 +70,29 @@ constexpr int kFilterTileRows[5] = {0, kTileRows[1], kTileRows[2], 0, 0};
 #endif
 constexpr int kMaxTileVectors = kTileRows[4] > 0 ? 4 : 2;
 
-// One tap of the tap list: where its dy values start (relative to the dy value
-// of dx pixel 0 of the tile) and where its filter starts in the block's packed
-// filter (the same for every block: a band's list serves all of them).
+// One run of the tap list: where its dy values start (relative to the dy value
+// of dx pixel 0 of the tile), where its filter starts in the block's packed
+// filter (the same for every block: a band's list serves all of them), and how
+// many channels it sums: one tap's output channels, or those of neighbouring taps
+// whose dy values and filter vectors both follow on (see the tap list).
 struct DirectTap {
-  int64_t dy_offset, w_offset;
+  int64_t dy_offset, w_offset, channels;
 };
 
 // dx[r * dx_stride + lanes*v + j] for r < R, v < V, j < lanes: the full sum over the
-// taps and the cout output channels. dy values of consecutive pixels are
+// taps and their channels. dy values of consecutive pixels are
 // dy_stride apart, or kDyStride when that is not 0. stream: non-temporal stores
 // (dx vectors aligned to their size).
-template <typename T, int R, int V, int kDyStride>
+// kPair: the two vectors are two groups of one vector each (V == 2), side by side in
+// dx; the second's dy values and filter lie pair.dy and pair.w past the first's.
+struct DirectPair {
+  int64_t dy = 0, w = 0;
+};
+template <typename T, int R, int V, int kDyStride, bool kPair>
 inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap* taps, int ntaps,
-                            const T* w_block, int64_t cout, T* dx, int64_t dx_stride, bool stream) {
+                            const T* w_block, DirectPair pair, T* dx, int64_t dx_stride, bool stream) {
   constexpr int kLanes = Vreg<T>::kLanes;
+  static_assert(!kPair || V == 2, "a pair tile holds two one-vector groups");
   if constexpr (kDyStride > 0) dy_stride = kDyStride;
   typename Vreg<T>::Vec acc[R][V];
 #pragma GCC unroll 16
@@ -95,15 +103,24 @@ inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap* tap
   for (int t = 0; t < ntaps; ++t) {
     const T* d = dy + taps[t].dy_offset;
     const T* w = w_block + taps[t].w_offset;
-    for (int64_t co = 0; co < cout; ++co, w += kLanes * V) {
+    const int64_t channels = taps[t].channels;
+    for (int64_t co = 0; co < channels; ++co, w += kPair ? kLanes : kLanes * V) {
       typename Vreg<T>::Vec wv[V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) wv[v] = Vreg<T>::Load(w + kLanes * v);
+      for (int v = 0; v < V; ++v) wv[v] = Vreg<T>::Load(w + (kPair ? pair.w : kLanes) * v);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const typename Vreg<T>::Vec b = Vreg<T>::Broadcast(d[r * dy_stride + co]);
+        if constexpr (kPair) {
+#pragma GCC unroll 2
+          for (int v = 0; v < V; ++v) {
+            const typename Vreg<T>::Vec b = Vreg<T>::Broadcast(d[v * pair.dy + r * dy_stride + co]);
+            acc[r][v] = Vreg<T>::Fma(b, wv[v], acc[r][v]);
+          }
+        } else {
+          const typename Vreg<T>::Vec b = Vreg<T>::Broadcast(d[r * dy_stride + co]);
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) acc[r][v] = Vreg<T>::Fma(b, wv[v], acc[r][v]);
+          for (int v = 0; v < V; ++v) acc[r][v] = Vreg<T>::Fma(b, wv[v], acc[r][v]);
+        }
       }
     }
   }
@@ -124,9 +141,9 @@ inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap* tap
 
 // A row of `pixels` dx pixels in near-equal tiles of at most R (a row of 7 runs
 // as 4 + 3, not 6 + 1: a one-pixel tile is bound by its filter loads).
-template <typename T, int R, int V, int kDyStride>
+template <typename T, int R, int V, int kDyStride, bool kPair = false>
 void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap* taps, int ntaps, const T* w_block,
-                    int64_t cout, T* dx, int64_t dx_stride, int64_t pixels, bool stream) {
+                    DirectPair pair, T* dx, int64_t dx_stride, int64_t pixels, bool stream) {
   const int64_t tiles = (pixels + R - 1) / R;
   const int64_t narrow = pixels / tiles, wide_tiles = pixels % tiles;
   int64_t p = 0;
@@ -136,14 +153,14 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap* taps, int n
     T* o = dx + p * dx_stride;
     p += width;
     if (width == R) {
-      DirectInputTile<T, R, V, kDyStride>(d, dy_stride, taps, ntaps, w_block, cout, o, dx_stride, stream);
+      DirectInputTile<T, R, V, kDyStride, kPair>(d, dy_stride, taps, ntaps, w_block, pair, o, dx_stride, stream);
       continue;
     }
     switch (width) {
 #define TCB_TILE(n)                                                                          \
   case n:                                                                                    \
     if constexpr (n < R)                                                                       \
-      DirectInputTile<T, n, V, kDyStride>(d, dy_stride, taps, ntaps, w_block, cout, o, dx_stride, stream); \
+      DirectInputTile<T, n, V, kDyStride, kPair>(d, dy_stride, taps, ntaps, w_block, pair, o, dx_stride, stream); \
     break;
       TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
       TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13)
@@ -168,8 +185,7 @@ void DirectInputRow(const T* dy, int64_t dy_stride, const DirectTap* taps, int n
 template <int R, int V>
 TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_stride,
                                                 const DirectTap* taps, int ntaps,
-                                                const uint16_t* w_block, int64_t cout, uint16_t* dx,
-                                                int64_t dx_stride) {
+                                                const uint16_t* w_block, uint16_t* dx, int64_t dx_stride) {
   __m512 acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -179,7 +195,8 @@ TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_s
   for (int t = 0; t < ntaps; ++t) {
     const uint16_t* d = dy + taps[t].dy_offset;
     const uint16_t* w = w_block + taps[t].w_offset;
-    for (int64_t co = 0; co < cout; co += 2, w += 32 * V) {
+    const int64_t channels = taps[t].channels;
+    for (int64_t co = 0; co < channels; co += 2, w += 32 * V) {
       __m512bh wv[V];
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) wv[v] = (__m512bh)_mm512_loadu_si512(w + 32 * v);
@@ -206,7 +223,7 @@ TCB_BF16_TARGET inline void DirectInputTileBf16(const uint16_t* dy, int64_t dy_s
 template <int R, int V>
 TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
     const uint16_t* dy, int64_t dy_stride, const DirectTap* taps, int ntaps, const uint16_t* w_block,
-    int64_t cout, uint16_t* dx, int64_t dx_stride, int64_t pixels) {
+    uint16_t* dx, int64_t dx_stride, int64_t pixels) {
   const int64_t tiles = (pixels + R - 1) / R;
   const int64_t narrow = pixels / tiles, wide_tiles = pixels % tiles;
   int64_t p = 0;
@@ -218,7 +235,7 @@ TCB_BF16_TARGET __attribute__((noinline)) void DirectInputRowBf16(
     switch (width) {
 #define TCB_TILE(n)                                                                             \
   case n:                                                                                       \
-    if constexpr (n <= R) DirectInputTileBf16<n, V>(d, dy_stride, taps, ntaps, w_block, cout, o, dx_stride); \
+    if constexpr (n <= R) DirectInputTileBf16<n, V>(d, dy_stride, taps, ntaps, w_block, o, dx_stride); \
     break;
       TCB_TILE(1) TCB_TILE(2) TCB_TILE(3) TCB_TILE(4) TCB_TILE(5) TCB_TILE(6) TCB_TILE(7)
       TCB_TILE(8) TCB_TILE(9) TCB_TILE(10) TCB_TILE(11) TCB_TILE(12) TCB_TILE(13) TCB_TILE(14)
@@ -305,17 +322,19 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const int64_t blocks = cin / kBlock;
   const auto group_of = [&](int64_t b) { return b * kBlock / cg; };
 
-  // Filter packed as [block][kh][kw][co of the group][kBlock] (bfloat16:
-  // [co/2][kBlock][2]). The tiles multiply padding zeros into the filter, exact only
-  // for finite weights (0 * inf = NaN where TF has no term), so the packing also
-  // checks them.
+  // Filter packed as [block][kh][kw from the last][co of the group][kBlock] (bfloat16:
+  // [co/2][kBlock][2]): a filter row's taps in the order of the dy columns they read,
+  // so that neighbouring taps make one run (the tap list below). The tiles multiply
+  // padding zeros into the filter, exact only for finite weights (0 * inf = NaN where
+  // TF has no term), so the packing also checks them.
   ScratchBuffer<T> packed(taps * cin * og);  // every entry written below
   std::vector<char> finite(blocks * taps);
   ctx.For(blocks * taps, cg * og, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t b = u / taps, t = u % taps;
+      const int64_t tap = t / kw_n * kw_n + (kw_n - 1 - t % kw_n);
       T* dst = packed.data() + u * og * kBlock;
-      const T* src = filter + (t * cg + b * kBlock % cg) * cout + group_of(b) * og;
+      const T* src = filter + (tap * cg + b * kBlock % cg) * cout + group_of(b) * og;
       bool bad = false;
       for (int64_t j = 0; j < kBlock; ++j) {
         for (int64_t co = 0; co < og; ++co) {
@@ -347,7 +366,18 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   int64_t band = std::max<int64_t>(1, (int64_t{256} << 10) / row_bytes);
   band = std::min(band, g.in_rows);
   const int64_t threads = std::max(1, ctx.num_threads);
-  while (band > 1 && blocks * g.batch * ((g.in_rows + band - 1) / band) < 4 * threads) band = (band + 1) / 2;
+  const bool pointwise = taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
+                         g.out_cols == g.in_cols;
+  // Groups of one half-line vector (8 floats on ymm) run two to a tile, so that a dx
+  // pixel's stores are whole 64-byte lines, streamed at any stride (AVX2 tiles, float32,
+  // in one process with and without pairs: ResNeXt g32 256->256 @28 3.91 -> 3.49 ms one
+  // thread, 2.17 -> 1.93 ms two; RegNetX w8 56->56 @28 0.53 -> 0.50 ms two threads;
+  // unstreamed, the pairs' RegNetX s2 w8 152->152 @28 ran 1.36x slower).
+  const bool pair_tiles = !kPairs && V == 1 && kBlock * sizeof(T) == 32 && g.groups > 1 && cg == kBlock &&
+                          og == kBlock && !pointwise;
+  const int64_t unit_step = pair_tiles ? 2 : 1;          // blocks a unit computes
+  const int64_t unit_blocks = CeilDiv(blocks, unit_step);  // units per image band
+  while (band > 1 && unit_blocks * g.batch * ((g.in_rows + band - 1) / band) < 4 * threads) band = (band + 1) / 2;
   const int64_t bands = (g.in_rows + band - 1) / band;
   // A band's dy rows with their column padding, per thread: at most the dy rows that
   // exist, but as wide as the filter reaches, so a dilation far beyond the image would
@@ -356,8 +386,6 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const int64_t band_rows = std::min(band + reach, g.out_rows);
   const int64_t band_limit =
       std::max<int64_t>(kMaxPaddedBandBytes / static_cast<int64_t>(sizeof(T)), 2 * dy_image);
-  const bool pointwise = taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
-                         g.out_cols == g.in_cols;
   // A grouped layer's band is copied group by group ([group][row][col][og]), so a
   // tile reads its group's channels dense, from L1: in dy itself a pixel's group lies
   // a row of all channels from the next pixel's, a multiple of 4 KiB at 1024 floats,
@@ -379,18 +407,24 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // -> 2.35 ms streamed), not under a stride, whose dx rows take few taps each (AVX2,
   // RegNetX 3x3 s2 w8 152->152 @28, 2 threads: 0.87 -> 0.67 ms unstreamed). Every
   // block starts on a multiple of its size from dx (channels come in whole blocks).
-  const bool whole_lines = kBlock * sizeof(T) % 64 == 0;
+  const bool whole_lines = unit_step * kBlock * sizeof(T) % 64 == 0;
   const bool stream = !kPairs && (whole_lines || (sh == 1 && sw == 1)) &&
                       g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamDxBytes &&
                       reinterpret_cast<uintptr_t>(dx) % 64 == 0;
   // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels, dy_stride
   // apart (row_dy at the group's first output channel).
+  const DirectPair pair{slab, taps * og * kBlock};  // the next group's copy and packed filter
   auto RunRow = [&](const T* row_dy, int64_t dy_stride, const DirectTap* row_taps, int ntaps, const T* w_block,
-                    T* row_dx, int64_t dx_stride, int64_t pixels) {
+                    int64_t nblocks, T* row_dx, int64_t dx_stride, int64_t pixels) {
     if constexpr (kPairs) {
 #if defined(__AVX512F__)
-      DirectInputRowBf16<R, V>(row_dy, dy_stride, row_taps, ntaps, w_block, og, row_dx, dx_stride, pixels);
+      DirectInputRowBf16<R, V>(row_dy, dy_stride, row_taps, ntaps, w_block, row_dx, dx_stride, pixels);
 #endif
+    } else if (nblocks == 2) {
+      if constexpr (V == 1 && kBlock * sizeof(T) == 32) {
+        DirectInputRow<T, kTileRows[2], 2, kBlock, true>(row_dy, dy_stride, row_taps, ntaps, w_block, pair, row_dx,
+                                                         dx_stride, pixels, stream);
+      }
     } else if (dy_stride == kBlock) {
       // A tile's R dy pixels, each a runtime stride apart, take R address registers,
       // more than x86 has beside the loop's own: some reload from the stack on every
@@ -399,10 +433,10 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       // (input gradients in TF, 1 thread, medians of 3 processes: RegNetX w8 56->56 @28,
       // AVX2 tiles, 0.98 -> 0.82 ms; ResNeXt g32 256->256 @28 3.87 -> 3.58 ms; RegNetX
       // s2 w16 160->160 @28, zmm tiles, 0.99 -> 0.91 ms).
-      DirectInputRow<T, R, V, kBlock>(row_dy, dy_stride, row_taps, ntaps, w_block, og, row_dx, dx_stride, pixels,
+      DirectInputRow<T, R, V, kBlock>(row_dy, dy_stride, row_taps, ntaps, w_block, {}, row_dx, dx_stride, pixels,
                                       stream);
     } else {
-      DirectInputRow<T, R, V, 0>(row_dy, dy_stride, row_taps, ntaps, w_block, og, row_dx, dx_stride, pixels, stream);
+      DirectInputRow<T, R, V, 0>(row_dy, dy_stride, row_taps, ntaps, w_block, {}, row_dx, dx_stride, pixels, stream);
     }
   };
   // Units are (channel block, image, band), block outermost: a thread's run of
@@ -430,7 +464,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   };
   const int64_t work = band * g.in_cols * taps * kBlock * og;
   const int64_t classes = std::min(sw, g.in_cols);  // column classes rho
-  ctx.For(blocks * units_per_block, work, [&](int64_t begin, int64_t end) {
+  ctx.For(unit_blocks * units_per_block, work * unit_step, [&](int64_t begin, int64_t end) {
     // What a unit's image band needs, prepared once for the run of consecutive units
     // in it: its dy rows (with their column padding, or a group's channels) and, per
     // dx row and column class, the taps that reach it (where their dy starts, which
@@ -446,16 +480,17 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     const T* next_rows = nullptr;  // the next image band's dy rows (next_count values)
     int64_t next_count = 0;
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = block_inner ? u % blocks : u / units_per_block;
-      const int64_t image_band = block_inner ? u / blocks : u % units_per_block;
+      const int64_t ub = block_inner ? u % unit_blocks : u / units_per_block;
+      const int64_t image_band = block_inner ? u / unit_blocks : u % units_per_block;
+      const int64_t b = ub * unit_step, nblocks = std::min(unit_step, blocks - b);
       const int64_t n = image_band / bands, ih0 = (image_band % bands) * band;
       const T* w_block = packed.data() + b * taps * og * kBlock;
       const int64_t group = group_of(b);
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
       const T* dy_n = dy + n * dy_image;
       if (pointwise) {  // the band's pixels are one contiguous row in dy and dx
-        const DirectTap tap{0, 0};
-        RunRow(dy_n + ih0 * g.in_cols * cout + group * og, cout, &tap, 1, w_block,
+        const DirectTap tap{0, 0, og};
+        RunRow(dy_n + ih0 * g.in_cols * cout + group * og, cout, &tap, 1, w_block, nblocks,
                dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin, (ih1 - ih0) * g.in_cols);
         continue;
       }
@@ -470,9 +505,10 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
         if (copied_rows) {
           // The groups of this run's units in the band (blocks are inner: all of the
           // band's units lie together).
-          first_group = pack_group ? group_of(std::max(begin, image_band * blocks) % blocks) : 0;
+          first_group = pack_group ? group_of(std::max(begin, image_band * unit_blocks) % unit_blocks * unit_step) : 0;
+          const int64_t last_ub = (std::min(end, (image_band + 1) * unit_blocks) - 1) % unit_blocks;
           const int64_t last_group =
-              pack_group ? group_of((std::min(end, (image_band + 1) * blocks) - 1) % blocks) : 0;
+              pack_group ? group_of(std::min(blocks, (last_ub + 1) * unit_step) - 1) : 0;
           for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
             for (int64_t k = first_group; k <= last_group; ++k) {
               T* d = rows_buf.data() + (k - first_group) * slab + (oh - oh_lo) * padded_cols * src_depth;
@@ -494,13 +530,24 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
               const int64_t t = ih + g.pad_top - kh * g.dilation_rows;
               if (t < 0 || t % sh != 0 || t / sh >= g.out_rows) continue;
               const int64_t oh = t / sh;
-              for (int64_t kw = 0; kw < kw_n; ++kw) {
+              for (int64_t kw = kw_n - 1; kw >= 0; --kw) {
                 const int64_t q = rho + g.pad_left - kw * g.dilation_cols;
                 if (FloorDiv(q, sw) * sw != q) continue;
                 // dy column read by the class's first dx column, in the source rows.
                 const int64_t col = q / sw + src_left;
-                band_taps.push_back(
-                    DirectTap{((oh - src_row0) * src_cols + col) * src_depth, (kh * kw_n + kw) * og * kBlock});
+                const DirectTap tap{((oh - src_row0) * src_cols + col) * src_depth,
+                                    (kh * kw_n + kw_n - 1 - kw) * og * kBlock, og};
+                // Taps one dy pixel apart (stride and dilation 1 along the row) whose pixels
+                // hold just their og channels (a dense layer's dy, a group's packed band) read
+                // on where the last one stopped, in dy and in the filter: one run.
+                DirectTap* last = static_cast<int64_t>(band_taps.size()) > class_start.back() ? &band_taps.back()
+                                                                                               : nullptr;
+                if (last != nullptr && last->dy_offset + last->channels == tap.dy_offset &&
+                    last->w_offset + last->channels * kBlock == tap.w_offset) {
+                  last->channels += og;
+                } else {
+                  band_taps.push_back(tap);
+                }
               }
             }
           }
@@ -519,9 +566,9 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       }
       const T* src = copied_rows ? rows_buf.data() + (group - first_group) * slab : dy_n;
       // The band's blocks x rows steps each prefetch an equal share of the next band.
-      const int64_t share = CeilDiv(next_count, blocks * (ih1 - ih0));
+      const int64_t share = CeilDiv(next_count, unit_blocks * (ih1 - ih0));
       for (int64_t ih = ih0; ih < ih1; ++ih) {
-        const int64_t ahead = std::min(next_count, (b * (ih1 - ih0) + ih - ih0) * share);
+        const int64_t ahead = std::min(next_count, (ub * (ih1 - ih0) + ih - ih0) * share);
         Prefetch(next_rows + ahead, std::min(share, next_count - ahead));
         T* dx_block = dx + n * dx_image + ih * g.in_cols * cin + b * kBlock;
         for (int64_t rho = 0; rho < classes; ++rho) {
@@ -529,9 +576,10 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
           const int ntaps = static_cast<int>(class_start[at + 1] - first);
           const int64_t count = (g.in_cols - rho + sw - 1) / sw;
           if (ntaps == 0) {
-            for (int64_t j = 0; j < count; ++j) std::fill_n(dx_block + (rho + j * sw) * cin, kBlock, T(0));
+            for (int64_t j = 0; j < count; ++j) std::fill_n(dx_block + (rho + j * sw) * cin, nblocks * kBlock, T(0));
           } else {
-            RunRow(src, src_depth, band_taps.data() + first, ntaps, w_block, dx_block + rho * cin, sw * cin, count);
+            RunRow(src, src_depth, band_taps.data() + first, ntaps, w_block, nblocks, dx_block + rho * cin, sw * cin,
+                   count);
           }
         }
       }

@@ -184,15 +184,18 @@ void InputGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
           constexpr int kVectors = decltype(vectors)::value;
           V even[kVectors] = {}, odd[kVectors] = {};
           for (int64_t t = 0; t < count; ++t) {
+#pragma GCC unroll 4
             for (int v = 0; v < kVectors; ++v) {
               const T* w = wt_at[t] + c + v * L;
               const V y = Load<V>(dy_at[t] + c + v * L);
+#pragma GCC unroll 8
               for (int j = 0; j < CG; j += 2) {
                 even[v] += Permute(y, lanes.perm[j]) * Load<V>(w + j * depth);
                 if (j + 1 < CG) odd[v] += Permute(y, lanes.perm[j + 1]) * Load<V>(w + (j + 1) * depth);
               }
             }
           }
+#pragma GCC unroll 4
           for (int v = 0; v < kVectors; ++v) Store(out + c + v * L, even[v] + odd[v]);
           c += kVectors * L;
         };
