@@ -369,10 +369,12 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const bool pointwise = taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
                          g.out_cols == g.in_cols;
   // Groups of one half-line vector (8 floats on ymm) run two to a tile, so that a dx
-  // pixel's stores are whole 64-byte lines, streamed at any stride (AVX2 tiles, float32,
-  // in one process with and without pairs: ResNeXt g32 256->256 @28 3.91 -> 3.49 ms one
-  // thread, 2.17 -> 1.93 ms two; RegNetX w8 56->56 @28 0.53 -> 0.50 ms two threads;
-  // unstreamed, the pairs' RegNetX s2 w8 152->152 @28 ran 1.36x slower).
+  // pixel's stores are 64 contiguous bytes (whole lines where Cin is a multiple of 16
+  // floats; at 56, every other pixel's straddle two), streamed at any stride (AVX2
+  // tiles, float32, in one process with and without pairs: ResNeXt g32 256->256 @28
+  // 3.91 -> 3.49 ms one thread, 2.17 -> 1.93 ms two; RegNetX w8 56->56 @28 0.53 ->
+  // 0.50 ms two threads; unstreamed, the pairs' RegNetX s2 w8 152->152 @28 ran 1.36x
+  // slower).
   const bool pair_tiles = !kPairs && V == 1 && kBlock * sizeof(T) == 32 && g.groups > 1 && cg == kBlock &&
                           og == kBlock && !pointwise;
   const int64_t unit_step = pair_tiles ? 2 : 1;          // blocks a unit computes
