@@ -300,6 +300,33 @@ void CheckIsaRouting(Tally* tally) {
   }
 }
 
+// A batch of 2, h x w, `groups` groups of `width` channels in and out, a 3x3 filter at
+// the stride, dilation and pad (every side); false where it does not fit.
+bool GroupedGeometry(int64_t h, int64_t w, int64_t groups, int64_t width, int64_t stride, int64_t dilation,
+                     int64_t pad, ConvGeometry* g) {
+  tcb::ConvAttrs attrs;
+  attrs.padding = tcb::Padding::kExplicit;
+  attrs.stride_rows = attrs.stride_cols = stride;
+  attrs.dilation_rows = attrs.dilation_cols = dilation;
+  attrs.pad_top = attrs.pad_bottom = attrs.pad_left = attrs.pad_right = pad;
+  const int64_t depth = groups * width;
+  int64_t oh = 0, ow = 0, unused = 0;
+  return tcb::WindowedOutputSize(h, 3, dilation, stride, attrs.padding, pad, pad, &oh, &unused, &unused).ok() &&
+         tcb::WindowedOutputSize(w, 3, dilation, stride, attrs.padding, pad, pad, &ow, &unused, &unused).ok() &&
+         tcb::ComputeGeometry(OpKind::kConv2DBackpropInput, attrs, {2, h, w, depth}, {3, 3, width, depth},
+                              {2, oh, ow, depth}, g)
+             .ok();
+}
+
+// Counts one input-gradient check, printing what ran where it failed.
+void Record(bool ok, const char* what, cpu::Dtype dtype, double err, const ConvGeometry& g, Tally* tally) {
+  ok ? ++tally->passed : ++tally->failed;
+  if (ok) return;
+  const int ran = cpu::LastRun(OpKind::kConv2DBackpropInput);
+  std::printf("FAIL %s %s: rel_err=%g ran %s\n  %s\n", what, cpu::DtypeName(dtype), err,
+              ran < 0 ? "nothing" : cpu::InfoOf(static_cast<cpu::Variant>(ran)).name, Describe(g).c_str());
+}
+
 // Groups of one half-line vector (8 floats or 4 doubles on ymm) run two to a direct
 // input-gradient tile, the last alone when the count is odd: every pairing, with
 // strides, dilations and padded columns, through the engine's choice at AVX2.
@@ -312,29 +339,11 @@ void CheckGroupPairs(Tally* tally) {
   for (const Case& c : cases) {
     for (cpu::Dtype dtype : {cpu::Dtype::kFloat, cpu::Dtype::kDouble}) {
       const int64_t width = dtype == cpu::Dtype::kFloat ? 8 : 4;
-      tcb::ConvAttrs attrs;
-      attrs.padding = tcb::Padding::kExplicit;
-      attrs.stride_rows = attrs.stride_cols = c.stride;
-      attrs.dilation_rows = attrs.dilation_cols = c.dilation;
-      attrs.pad_top = attrs.pad_bottom = attrs.pad_left = attrs.pad_right = c.pad;
-      const int64_t depth = c.groups * width;
-      const std::vector<int64_t> input = {2, 11, 13, depth}, filter = {3, 3, width, depth};
-      int64_t oh = 0, ow = 0, unused = 0;
       ConvGeometry g;
-      const bool made =
-          tcb::WindowedOutputSize(11, 3, c.dilation, c.stride, attrs.padding, c.pad, c.pad, &oh, &unused, &unused)
-              .ok() &&
-          tcb::WindowedOutputSize(13, 3, c.dilation, c.stride, attrs.padding, c.pad, c.pad, &ow, &unused, &unused)
-              .ok() &&
-          tcb::ComputeGeometry(OpKind::kConv2DBackpropInput, attrs, input, filter, {2, oh, ow, depth}, &g).ok();
+      const bool made = GroupedGeometry(11, 13, c.groups, width, c.stride, c.dilation, c.pad, &g);
       const double err = made ? RunAgainstReference(dtype, OpKind::kConv2DBackpropInput, g, 77 + c.groups) : 1;
-      const int ran = cpu::LastRun(OpKind::kConv2DBackpropInput);
-      const bool ok = err <= Tolerance(dtype) && ran == static_cast<int>(cpu::Variant::conv2d_input_direct);
-      ok ? ++tally->passed : ++tally->failed;
-      if (!ok) {
-        std::printf("FAIL group pairs %s: rel_err=%g ran %s\n  %s\n", cpu::DtypeName(dtype), err,
-                    ran < 0 ? "nothing" : cpu::InfoOf(static_cast<cpu::Variant>(ran)).name, Describe(g).c_str());
-      }
+      const bool direct = cpu::LastRun(OpKind::kConv2DBackpropInput) == static_cast<int>(cpu::Variant::conv2d_input_direct);
+      Record(err <= Tolerance(dtype) && direct, "group pairs", dtype, err, g, tally);
     }
   }
 }
@@ -351,23 +360,10 @@ void CheckPermuteBlocks(Tally* tally) {
   } cases[] = {{cpu::Dtype::kFloat, 20, 4, 1}, {cpu::Dtype::kFloat, 22, 4, 2}, {cpu::Dtype::kFloat, 19, 8, 2},
                {cpu::Dtype::kFloat, 42, 2, 1}, {cpu::Dtype::kDouble, 10, 4, 2}, {cpu::Dtype::kDouble, 11, 2, 1}};
   for (const Case& c : cases) {
-    tcb::ConvAttrs attrs;
-    attrs.padding = tcb::Padding::kExplicit;
-    attrs.stride_rows = attrs.stride_cols = c.stride;
-    attrs.pad_top = attrs.pad_bottom = attrs.pad_left = attrs.pad_right = 1;
-    const int64_t depth = c.groups * c.width, out = (9 + 2 - 3) / c.stride + 1;
     ConvGeometry g;
-    const bool made = tcb::ComputeGeometry(OpKind::kConv2DBackpropInput, attrs, {2, 9, 9, depth},
-                                           {3, 3, c.width, depth}, {2, out, out, depth}, &g)
-                          .ok();
+    const bool made = GroupedGeometry(9, 9, c.groups, c.width, c.stride, 1, 1, &g);
     const double err = made ? RunAgainstReference(c.dtype, OpKind::kConv2DBackpropInput, g, 91 + c.groups) : 1;
-    const bool ok = err <= Tolerance(c.dtype);
-    ok ? ++tally->passed : ++tally->failed;
-    if (!ok) {
-      const int ran = cpu::LastRun(OpKind::kConv2DBackpropInput);
-      std::printf("FAIL permute blocks %s: rel_err=%g ran %s\n  %s\n", cpu::DtypeName(c.dtype), err,
-                  ran < 0 ? "nothing" : cpu::InfoOf(static_cast<cpu::Variant>(ran)).name, Describe(g).c_str());
-    }
+    Record(err <= Tolerance(c.dtype), "permute blocks", c.dtype, err, g, tally);
   }
 }
 

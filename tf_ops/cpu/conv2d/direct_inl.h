@@ -375,8 +375,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // 3.91 -> 3.49 ms one thread, 2.17 -> 1.93 ms two; RegNetX w8 56->56 @28 0.53 ->
   // 0.50 ms two threads; unstreamed, the pairs' RegNetX s2 w8 152->152 @28 ran 1.36x
   // slower).
-  const bool pair_tiles = !kPairs && V == 1 && kBlock * sizeof(T) == 32 && g.groups > 1 && cg == kBlock &&
-                          og == kBlock && !pointwise;
+  constexpr bool kCanPair = !kPairs && V == 1 && kBlock * sizeof(T) == 32;
+  const bool pair_tiles = kCanPair && g.groups > 1 && cg == kBlock && og == kBlock && !pointwise;
   const int64_t unit_step = pair_tiles ? 2 : 1;          // blocks a unit computes
   const int64_t unit_blocks = CeilDiv(blocks, unit_step);  // units per image band
   while (band > 1 && unit_blocks * g.batch * ((g.in_rows + band - 1) / band) < 4 * threads) band = (band + 1) / 2;
@@ -422,8 +422,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
 #if defined(__AVX512F__)
       DirectInputRowBf16<R, V>(row_dy, dy_stride, row_taps, ntaps, w_block, row_dx, dx_stride, pixels);
 #endif
-    } else if (nblocks == 2) {
-      if constexpr (V == 1 && kBlock * sizeof(T) == 32) {
+    } else if (kCanPair && nblocks == 2) {  // pair_tiles
+      if constexpr (kCanPair) {
         DirectInputRow<T, kTileRows[2], 2, kBlock, true>(row_dy, dy_stride, row_taps, ntaps, w_block, pair, row_dx,
                                                          dx_stride, pixels, stream);
       }

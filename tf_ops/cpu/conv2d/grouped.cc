@@ -209,11 +209,13 @@ void InputGrouped(const CpuContext& ctx, const ConvGeometry& g, const T* filter,
         if (left == kBlock + 1) {
           block(std::integral_constant<int, 3>());
           block(std::integral_constant<int, 2>());
-        } else switch (left) {
-          case 3: block(std::integral_constant<int, 3>()); break;
-          case 2: block(std::integral_constant<int, 2>()); break;
-          case 1: block(std::integral_constant<int, 1>()); break;
-          default: break;
+        } else {
+          switch (left) {
+            case 3: block(std::integral_constant<int, 3>()); break;
+            case 2: block(std::integral_constant<int, 2>()); break;
+            case 1: block(std::integral_constant<int, 1>()); break;
+            default: break;
+          }
         }
         if (c < depth) {
           // Four sums, for the same reason.
