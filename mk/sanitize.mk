@@ -57,7 +57,7 @@ SAN_ISA_CXX = $(SAN_CC) $(SAN_ISA_FLAGS_$(1))
 $(foreach i,$(ISAS),$(eval $(call ISA_VARIANT_RULES,$(SAN_DIR),$(i),SAN_ISA_CXX,| $(SAN_DEPS))))
 
 
-$(SAN_DIR)/tests/%: tests/core/%.cc tests/core/naive_reference.h $(SAN_CORE_OBJS) $(HDRS)
+$(SAN_DIR)/tests/%: tests/core/%.cc tests/core/naive_reference.h tests/core/expect.h $(SAN_CORE_OBJS) $(HDRS)
 	mkdir -p $(dir $@)
 	$(SAN_LINK) $< $(SAN_CORE_OBJS) -o $@ -pthread
 FUZZ_SRCS := tests/core/fuzz_replay_main.cc tests/core/fuzz_geometry.cc

@@ -2,7 +2,7 @@
 # from TF's include dir), the CUDA emulator run, the ISA isolation check; pytest.
 CORE_TESTS := $(patsubst tests/core/%.cc,$(BUILD_DIR)/tests/%,$(wildcard tests/core/*_test.cc))
 
-$(BUILD_DIR)/tests/%: tests/core/%.cc tests/core/naive_reference.h $(CORE_OBJS) $(HDRS) \
+$(BUILD_DIR)/tests/%: tests/core/%.cc tests/core/naive_reference.h tests/core/expect.h $(CORE_OBJS) $(HDRS) \
                       $(BUILD_DIR)/tf_cflags
 	mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_COMMON) $$(cat $(BUILD_DIR)/tf_cflags) $< $(CORE_OBJS) -o $@ -pthread

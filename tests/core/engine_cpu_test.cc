@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "tests/core/expect.h"
 #include "tests/core/naive_reference.h"
 #include "tf_ops/cpu/engine.h"
 #include "tf_ops/cpu/isa.h"
@@ -39,16 +40,6 @@ namespace cpu = tf_conv_backprop::cpu;
 using tcb::ConvGeometry;
 using tcb::CpuContext;
 using tcb::DataFormat;
-
-int failures = 0;
-#define EXPECT(cond, ...)                  \
-  do {                                     \
-    if (!(cond)) {                         \
-      ++failures;                          \
-      std::printf("FAIL: " __VA_ARGS__);   \
-      std::printf("\n");                   \
-    }                                      \
-  } while (0)
 
 CpuContext MakeContext(int threads) {
   CpuContext ctx;

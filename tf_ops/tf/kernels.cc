@@ -1,7 +1,7 @@
 // The TF binding: one kernel template for all four ops and both devices. It reads
 // attributes once (constructor), reads shapes and the sizes input, asks geometry to
 // validate everything, allocates the output and hands raw pointers to the engine of
-// its device: the CPU engine with TF's intra-op pool, or (built with GOOGLE_CUDA) the
+// its device: the CPU engine with TF's intra-op pool (through CallerParallelFor), or (built with GOOGLE_CUDA) the
 // CUDA engine on TF's compute stream with scratch from TF's allocator.
 #include <type_traits>
 #include <vector>
@@ -10,7 +10,9 @@
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/threadpool.h"
 #include "tf_ops/cpu/engine.h"
+#include "tf_ops/cpu/parallel_for.h"
 #include "tf_ops/core/geometry.h"
 #include "tf_ops/tf/binding_util.h"
 #include "tf_ops/tf/tf_version_compat.h"
@@ -36,8 +38,10 @@ CpuContext MakeCpuContext(OpKernelContext* ctx) {
   CpuContext cpu;
   cpu.num_threads = workers->num_threads;
   auto* pool = workers->workers;
-  cpu.parallel_for = [pool](int64_t total, int64_t cost, const CpuContext::Range& fn) {
-    pool->ParallelFor(total, AdaptiveScheduling(cost), fn);
+  const int threads = cpu.num_threads;
+  cpu.parallel_for = [pool, threads](int64_t total, int64_t cost, const CpuContext::Range& fn) {
+    CallerParallelFor([pool](std::function<void()> task) { pool->Schedule(std::move(task)); }, threads, total,
+                      cost, fn);
   };
   return cpu;
 }

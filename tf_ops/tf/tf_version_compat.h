@@ -4,11 +4,6 @@
 #ifndef TF_CONV_BACKPROP_TF_TF_VERSION_COMPAT_H_
 #define TF_CONV_BACKPROP_TF_TF_VERSION_COMPAT_H_
 
-#include <cstdint>
-#include <optional>
-
-#include "tensorflow/core/platform/threadpool.h"
-
 // The version being built against, from the build (build_tools/tf_config.py): TF's own
 // TF_MAJOR_VERSION is a Bazel-time define from 2.20 on, absent from its pip headers.
 #if !defined(TCB_TF_MAJOR) || !defined(TCB_TF_MINOR)
@@ -30,22 +25,5 @@
 #define TCB_XLA_BUILDER_H "xla/client/xla_builder.h"
 #define TCB_XLA_CONSTANTS_H "xla/client/lib/constants.h"
 #endif
-
-namespace tf_conv_backprop {
-namespace tf {
-
-// Adaptive sharding at `cost_per_unit` cycles a unit. 2.20 added the named factory and
-// 2.21 deprecates the constructor that is all that older versions have.
-inline ::tensorflow::thread::ThreadPool::SchedulingParams AdaptiveScheduling(int64_t cost_per_unit) {
-  using Params = ::tensorflow::thread::ThreadPool::SchedulingParams;
-#if TCB_TF_AT_LEAST(2, 20)
-  return Params::Adaptive(cost_per_unit);
-#else
-  return Params(::tensorflow::thread::ThreadPool::SchedulingStrategy::kAdaptive, cost_per_unit, std::nullopt);
-#endif
-}
-
-}  // namespace tf
-}  // namespace tf_conv_backprop
 
 #endif  // TF_CONV_BACKPROP_TF_TF_VERSION_COMPAT_H_
