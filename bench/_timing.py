@@ -1,9 +1,10 @@
 """Timing shared by `make report` (bench/report.py) and `make bench` (bench/bench.py).
 
-How we measure: COPIES chained calls inside one tf.function (the 0.25-0.45 ms call
-overhead of a tf.function then costs little), our op and TF's built-in alternated in
-one process after a warm-up (so clock and cache drift hit both alike), ratio = median
-of the per-round ratios (robust against one disturbed round).
+How we measure: COPIES (in bench.py more for short ops) chained calls inside one
+tf.function (the 0.25-0.45 ms call overhead of a tf.function then costs little), our op
+and TF's built-in alternated in one process after a warm-up (so clock and cache drift
+hit both alike), ratio = median of the per-round ratios (robust against one disturbed
+round).
 """
 import statistics
 import time

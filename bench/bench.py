@@ -5,15 +5,17 @@
         [--batch N] [--rounds R] [--json PATH] [--plot PATH] [--peak-gflops G] [--peak-gbs B]
 
 Per shape, op, dtype and layout: median ms of ours and of TF's built-in (timed side by
-side in one process, alternating, after a warm-up, COPIES chained calls per
-tf.function), GFLOP/s (2 x MACs of the forward conv), the ratio TF/ours (median of
-per-round ratios; > 1 means ours is faster), the fraction of this machine's peak (GEMM
-GFLOP/s for conv2d, memory bandwidth over the compulsory bytes for depthwise) and our
-peak scratch memory per call. Rows other than float32 NHWC also time our float32 NHWC op
-on the same shape in the same rounds and report ours / ours-f32-NHWC (where TF cannot
-run there is no TF time to beat, so we bound the cost of the layout or dtype instead:
-NCHW <= 1.5, float64 <= 2.5). Ends with a summary per family against the speed targets
-(TARGETS below; with --isa, ISA_TARGETS, and TORCH_TARGETS for the PyTorch anchor). Writes JSON and a PNG bar chart. The layers are bench/shapes.py's.
+side in one process, alternating, after a warm-up, chained calls per tf.function:
+COPIES, more for short ops, see copies_for), GFLOP/s (2 x MACs of the forward conv), the
+ratio TF/ours (median of per-round ratios; > 1 means ours is faster), the fraction of
+this machine's peak (GEMM GFLOP/s for conv2d, memory bandwidth over the compulsory bytes
+for depthwise) and our peak scratch memory per call. Rows other than float32 NHWC also
+time our float32 NHWC op on the same shape in the same rounds and report ours /
+ours-f32-NHWC (where TF cannot run there is no TF time to beat, so we bound the cost of
+the layout or dtype instead: NCHW <= 1.5, float64 <= 2.5). Ends with a summary per
+family against the speed targets (TARGETS below; with --isa, ISA_TARGETS, and
+TORCH_TARGETS for the PyTorch anchor). Writes JSON and a PNG bar chart. The layers are
+bench/shapes.py's.
 
 Grouped layers (family "grouped", conv2d ops with groups > 1) have no TF CPU gradient to
 compare with (TF refuses them on CPU); their rows time TF's forward grouped convolution of
@@ -40,6 +42,7 @@ import argparse
 import ctypes
 import subprocess
 import json
+import math
 import os
 import platform
 import statistics
@@ -106,6 +109,9 @@ FORWARD_TARGET = 1.0
 SELF_BOUNDS = {"NCHW": 1.5, "float64": 2.5}
 # Scratch bound per call: max(32 MiB, output size).
 SCRATCH_FLOOR = 32 << 20
+# copies_for: short ops chain copies to about this long a call, at most MAX_COPIES.
+SHORT_CALL_SECONDS = 0.03
+MAX_COPIES = 32
 
 
 def parse_args(argv=None):
@@ -299,9 +305,16 @@ def try_call(run):
 
 
 def copies_for(probe_seconds):
-    """Fewer chained copies when one call is long: the call overhead (~0.3 ms) is then
-    negligible, and a slow TF path (seconds per call) stays affordable."""
-    return COPIES if probe_seconds < 0.02 else 2 if probe_seconds < 0.2 else 1
+    """Chained copies per call. A tf.function call costs 0.2-0.45 ms besides its ops
+    (inside a model's graph an op costs about 12 us besides its kernel): with COPIES = 4 a
+    0.2 ms depthwise layer paid about as much again for it. So short ops chain copies to
+    about SHORT_CALL_SECONDS by the probe (one cold call, overhead included, so this
+    errs high), long ones fewer, so a slow TF path (seconds per call) stays affordable."""
+    if probe_seconds >= 0.2:
+        return 1
+    if probe_seconds >= 0.02:
+        return 2
+    return int(min(MAX_COPIES, max(COPIES, math.ceil(SHORT_CALL_SECONDS / probe_seconds))))
 
 
 def forward_function(problem, copies, jit_compile):
