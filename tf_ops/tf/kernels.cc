@@ -1,8 +1,9 @@
 // The TF binding: one kernel template for all four ops and both devices. It reads
 // attributes once (constructor), reads shapes and the sizes input, asks geometry to
 // validate everything, allocates the output and hands raw pointers to the engine of
-// its device: the CPU engine with TF's intra-op pool (through CallerParallelFor), or (built with GOOGLE_CUDA) the
-// CUDA engine on TF's compute stream with scratch from TF's allocator.
+// its device: the CPU engine with TF's intra-op pool (through CallerParallelFor), or
+// (built with GOOGLE_CUDA) the CUDA engine on TF's compute stream with scratch from
+// TF's allocator.
 #include <type_traits>
 #include <vector>
 
