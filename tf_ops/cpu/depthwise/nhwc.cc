@@ -575,54 +575,8 @@ void InputGradRowsSimd(const ConvGeometry& g, const A* filter, const S* dy, S* d
 
 // ---- Filter gradient -------------------------------------------------------
 
-// Adds dy rows' contributions to dw, for a KH x KW filter whose taps are all in
-// registers: acc[kh][kw] for one vector of lanes, over the pixels of `nrows` rows.
-// Row i is dy_rows[i] with x_rows[i*KH + kh] at lane 0 of column 0 of the
-// (expanded) input row its tap kh reads, or at a row of zeros; columns outside the
-// image are skipped at the edges (ow < ow_lo or ow >= ow_hi).
-template <typename V, typename A, typename S, int KH, int KW>
-inline void FilterLaneBlock(const ConvGeometry& g, const S* const* x_rows_of, const S* const* dy_rows,
-                            int nrows, int64_t ow_lo, int64_t ow_hi, int64_t l, int64_t cm, A* dw) {
-  V acc[KH][KW];
-#pragma GCC unroll 5
-  for (int kh = 0; kh < KH; ++kh)
-#pragma GCC unroll 5
-    for (int kw = 0; kw < KW; ++kw) acc[kh][kw] = Load<V>(dw + (kh * KW + kw) * cm + l);
-  const int64_t sc = g.stride_cols, dc = g.dilation_cols, pl = g.pad_left;
-  for (int i = 0; i < nrows; ++i) {
-    const S* const* x_rows = x_rows_of + i * KH;
-    const S* dy_row = dy_rows[i];
-    // Edge columns: check each tap's input column.
-    auto edge = [&](int64_t ow) {
-      const V d = LoadAs<V>(dy_row + ow * cm + l);
-#pragma GCC unroll 5
-      for (int kw = 0; kw < KW; ++kw) {
-        const int64_t iw = ow * sc - pl + kw * dc;
-        if (iw < 0 || iw >= g.in_cols) continue;
-#pragma GCC unroll 5
-        for (int kh = 0; kh < KH; ++kh) acc[kh][kw] += LoadAs<V>(x_rows[kh] + iw * cm + l) * d;
-      }
-    };
-    for (int64_t ow = 0; ow < ow_lo; ++ow) edge(ow);
-    for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
-      const V d = LoadAs<V>(dy_row + ow * cm + l);
-      const int64_t iw0 = ow * sc - pl;
-#pragma GCC unroll 5
-      for (int kh = 0; kh < KH; ++kh) {
-        const S* x = x_rows[kh] + iw0 * cm + l;
-#pragma GCC unroll 5
-        for (int kw = 0; kw < KW; ++kw) acc[kh][kw] += LoadAs<V>(x + kw * dc * cm) * d;
-      }
-    }
-    for (int64_t ow = std::max(ow_lo, ow_hi); ow < g.out_cols; ++ow) edge(ow);
-  }
-#pragma GCC unroll 5
-  for (int kh = 0; kh < KH; ++kh)
-#pragma GCC unroll 5
-    for (int kw = 0; kw < KW; ++kw) Store(dw + (kh * KW + kw) * cm + l, acc[kh][kw]);
-}
-
-// Cache lines to prefetch, from a few contiguous regions, issued a few at a time.
+// Cache lines to prefetch, from a few contiguous regions, issued a few at a time
+// between the loads that use the caches now.
 class PrefetchQueue {
  public:
   void Add(const void* start, uintptr_t bytes) {
@@ -653,6 +607,55 @@ class PrefetchQueue {
   int count_ = 0, current_ = 0;
   int64_t lines_ = 0;
 };
+
+// Adds dy rows' contributions to dw, for a KH x KW filter whose taps are all in
+// registers: acc[kh][kw] for one vector of lanes, over the pixels of `nrows` rows.
+// Row i is dy_rows[i] with x_rows[i*KH + kh] at lane 0 of column 0 of the
+// (expanded) input row its tap kh reads, or at a row of zeros; columns outside the
+// image are skipped at the edges (ow < ow_lo or ow >= ow_hi).
+template <typename V, typename A, typename S, int KH, int KW>
+inline void FilterLaneBlock(const ConvGeometry& g, const S* const* x_rows_of, const S* const* dy_rows,
+                            int nrows, int64_t ow_lo, int64_t ow_hi, int64_t l, int64_t cm, A* dw,
+                            PrefetchQueue& ahead, int64_t lines_per_pixel) {
+  V acc[KH][KW];
+#pragma GCC unroll 5
+  for (int kh = 0; kh < KH; ++kh)
+#pragma GCC unroll 5
+    for (int kw = 0; kw < KW; ++kw) acc[kh][kw] = Load<V>(dw + (kh * KW + kw) * cm + l);
+  const int64_t sc = g.stride_cols, dc = g.dilation_cols, pl = g.pad_left;
+  for (int i = 0; i < nrows; ++i) {
+    const S* const* x_rows = x_rows_of + i * KH;
+    const S* dy_row = dy_rows[i];
+    // Edge columns: check each tap's input column.
+    auto edge = [&](int64_t ow) {
+      const V d = LoadAs<V>(dy_row + ow * cm + l);
+#pragma GCC unroll 5
+      for (int kw = 0; kw < KW; ++kw) {
+        const int64_t iw = ow * sc - pl + kw * dc;
+        if (iw < 0 || iw >= g.in_cols) continue;
+#pragma GCC unroll 5
+        for (int kh = 0; kh < KH; ++kh) acc[kh][kw] += LoadAs<V>(x_rows[kh] + iw * cm + l) * d;
+      }
+    };
+    for (int64_t ow = 0; ow < ow_lo; ++ow) edge(ow);
+    for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+      ahead.Issue(lines_per_pixel);
+      const V d = LoadAs<V>(dy_row + ow * cm + l);
+      const int64_t iw0 = ow * sc - pl;
+#pragma GCC unroll 5
+      for (int kh = 0; kh < KH; ++kh) {
+        const S* x = x_rows[kh] + iw0 * cm + l;
+#pragma GCC unroll 5
+        for (int kw = 0; kw < KW; ++kw) acc[kh][kw] += LoadAs<V>(x + kw * dc * cm) * d;
+      }
+    }
+    for (int64_t ow = std::max(ow_lo, ow_hi); ow < g.out_cols; ++ow) edge(ow);
+  }
+#pragma GCC unroll 5
+  for (int kh = 0; kh < KH; ++kh)
+#pragma GCC unroll 5
+    for (int kw = 0; kw < KW; ++kw) Store(dw + (kh * KW + kw) * cm + l, acc[kh][kw]);
+}
 
 // Filter-gradient row blocks: about this many dy pixels (rows of 56 pixels and more
 // run one at a time), at most this many bytes of x and dy rows (they stay in L2 for
@@ -739,7 +742,11 @@ void FilterGradRowsSimd(const ConvGeometry& g, const S* x, const S* dy, A* dw, i
     // Each lane pass walks the rows with a stride of a whole pixel, which the
     // hardware prefetchers follow poorly on the first (DRAM) pass; so this
     // block's passes prefetch the next dy row and the input rows it adds, a
-    // share per pass.
+    // share per pass, a line or two per pixel: issued all at a pass's start they
+    // stalled its own loads on Intel (Xeon with AVX512_FP16, 2 threads, data in
+    // L3, per pixel / at the start: C32@112 0.80, C144@56 0.83, C192@28 0.85,
+    // C576@14 1.01, C960@7 1.06; from DRAM at batch 96: C32@112 0.88, C144@56
+    // 0.90; no prefetch at all: C144@56 from DRAM 1.32).
     PrefetchQueue ahead;
     const int64_t next = r + nb;
     if (next < end) {
@@ -754,13 +761,13 @@ void FilterGradRowsSimd(const ConvGeometry& g, const S* x, const S* dy, A* dw, i
       }
     }
     const int64_t passes = (cm + kLanes<V, A> - 1) / kLanes<V, A>;
-    const int64_t lines_per_pass = (ahead.Lines() + passes - 1) / passes;
+    const int64_t lines_per_pixel = CeilDiv(CeilDiv(ahead.Lines(), passes), nb * std::max<int64_t>(1, ow_hi - ow_lo));
     int64_t l = 0;
     for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
-      ahead.Issue(lines_per_pass);
-      FilterLaneBlock<V, A, S, KH, KW>(g, x_rows, dy_rows, nb, ow_lo, ow_hi, l, cm, dw);
+      FilterLaneBlock<V, A, S, KH, KW>(g, x_rows, dy_rows, nb, ow_lo, ow_hi, l, cm, dw, ahead,
+                                       lines_per_pixel);
     }
-    for (; l < cm; ++l) FilterLaneBlock<A, A, S, KH, KW>(g, x_rows, dy_rows, nb, ow_lo, ow_hi, l, cm, dw);
+    for (; l < cm; ++l) FilterLaneBlock<A, A, S, KH, KW>(g, x_rows, dy_rows, nb, ow_lo, ow_hi, l, cm, dw, ahead, 0);
     r += nb;
   }
 }
