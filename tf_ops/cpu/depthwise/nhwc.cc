@@ -612,7 +612,8 @@ class PrefetchQueue {
 // registers: acc[kh][kw] for one vector of lanes, over the pixels of `nrows` rows.
 // Row i is dy_rows[i] with x_rows[i*KH + kh] at lane 0 of column 0 of the
 // (expanded) input row its tap kh reads, or at a row of zeros; columns outside the
-// image are skipped at the edges (ow < ow_lo or ow >= ow_hi).
+// image are skipped at the edges (ow < ow_lo or ow >= ow_hi). Each interior pixel
+// also issues lines_per_pixel of `ahead`'s prefetches.
 template <typename V, typename A, typename S, int KH, int KW>
 inline void FilterLaneBlock(const ConvGeometry& g, const S* const* x_rows_of, const S* const* dy_rows,
                             int nrows, int64_t ow_lo, int64_t ow_hi, int64_t l, int64_t cm, A* dw,
@@ -761,13 +762,16 @@ void FilterGradRowsSimd(const ConvGeometry& g, const S* x, const S* dy, A* dw, i
       }
     }
     const int64_t passes = (cm + kLanes<V, A> - 1) / kLanes<V, A>;
-    const int64_t lines_per_pixel = CeilDiv(CeilDiv(ahead.Lines(), passes), nb * std::max<int64_t>(1, ow_hi - ow_lo));
+    const int64_t interior_pixels = nb * std::max<int64_t>(1, ow_hi - ow_lo);
+    const int64_t lines_per_pixel = CeilDiv(CeilDiv(ahead.Lines(), passes), interior_pixels);
     int64_t l = 0;
     for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
       FilterLaneBlock<V, A, S, KH, KW>(g, x_rows, dy_rows, nb, ow_lo, ow_hi, l, cm, dw, ahead,
                                        lines_per_pixel);
     }
-    for (; l < cm; ++l) FilterLaneBlock<A, A, S, KH, KW>(g, x_rows, dy_rows, nb, ow_lo, ow_hi, l, cm, dw, ahead, 0);
+    for (; l < cm; ++l) {
+      FilterLaneBlock<A, A, S, KH, KW>(g, x_rows, dy_rows, nb, ow_lo, ow_hi, l, cm, dw, ahead, 0);
+    }
     r += nb;
   }
 }
