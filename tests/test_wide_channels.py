@@ -5,6 +5,7 @@ small random shapes do not reach them. Checked against the reference and TF."""
 import itertools
 import random
 
+import numpy as np
 import pytest
 
 from cases import (DTYPES, FORMATS, PADDINGS, Case, check_against_oracles, make_arrays,
@@ -71,4 +72,46 @@ def test_pointwise_nchw_input(rows, cols, cin, cout, dtype):
                 out_channels=cout)
     arrays = make_arrays(case)
     err = relative_error(run_ours(case, arrays), run_reference(case, arrays))
+    assert within(err, case), f"{case}: relative error vs reference {err}"
+
+
+# Dense input gradients with a batch of 4 or more and rows of at most 16 run as image
+# tiles (one dx pixel of several images per tile, each pixel with its own taps); a
+# filter past 512 KiB (3x3 256->256) is packed block by block by each thread.
+# (batch, rows, cols, depth, strides, dilations, padding, pads)
+IMAGE_TILE_GEOMETRIES = (
+    (4, 7, 7, 64, (1, 1), (1, 1), "SAME", (0, 0, 0, 0)),
+    (5, 9, 14, 32, (2, 2), (1, 1), "VALID", (0, 0, 0, 0)),
+    (6, 16, 11, 32, (1, 2), (2, 1), "EXPLICIT", (1, 2, 0, 1)),
+    (4, 5, 7, 256, (1, 1), (1, 1), "SAME", (0, 0, 0, 0)),
+    (4, 6, 5, 256, (2, 1), (1, 2), "EXPLICIT", (2, 0, 1, 1)),
+)
+
+
+@pytest.mark.parametrize("geometry", IMAGE_TILE_GEOMETRIES, ids=lambda g: f"n{g[0]}-{g[1]}x{g[2]}x{g[3]}-{g[6]}")
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_input_gradient_image_tiles(dtype, data_format, geometry):
+    batch, rows, cols, depth, strides, dilations, padding, pads = geometry
+    check_against_oracles(Case(op="conv2d_input", dtype=dtype, data_format=data_format, padding=padding,
+                               batch=batch, in_rows=rows, in_cols=cols, in_depth=depth, filter_rows=3,
+                               filter_cols=3, out_channels=depth, strides=strides, dilations=dilations,
+                               pads=pads, seed=batch + depth))
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_input_gradient_with_an_infinite_weight_in_a_large_filter(batch):
+    """A 2.4 MB filter is checked for inf / NaN before any tile runs (its blocks are
+    packed later, by the threads): the non-finite values land exactly where the
+    reference has them, as image tiles (batch 4) and as row tiles (batch 1)."""
+    case = Case(op="conv2d_input", dtype="float32", data_format="NHWC", padding="SAME", batch=batch,
+                in_rows=7, in_cols=7, in_depth=256, filter_rows=3, filter_cols=3, out_channels=256)
+    arrays = make_arrays(case)
+    arrays["filter"][2, 1, 200, 7] = np.inf
+    ours, expected = run_ours(case, arrays), run_reference(case, arrays)
+    finite = np.isfinite(expected)
+    assert finite.any() and not finite.all()
+    for kind in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(kind(ours), kind(expected))
+    err = relative_error(ours[finite], expected[finite])
     assert within(err, case), f"{case}: relative error vs reference {err}"

@@ -61,7 +61,9 @@ bool RandomGeometry(OpKind op, std::mt19937_64& rng, ConvGeometry* g) {
   attrs.pad_bottom = plain ? pad : pick(0, 2);
   attrs.pad_left = plain ? pad : pick(0, 2);
   attrs.pad_right = plain ? pad : pick(0, 2);
-  const int64_t n = pick(1, 3), h = pick(1, 14), w = pick(1, 14), cin = Channels(rng);
+  // A batch of 4 or more at times: the dense input gradient's image tiles (rows up to 16).
+  const int64_t n = rng() % 4 == 0 ? pick(4, 6) : pick(1, 3);
+  const int64_t h = pick(1, 14), w = pick(1, 14), cin = Channels(rng);
   // Occasionally a filter past 1 MiB (the dense filter gradient's tap split).
   const bool big = !depthwise && rng() % 12 == 0;
   const int64_t cout = big ? pick(300, 340) : (depthwise ? pick(1, 3) : Channels(rng));

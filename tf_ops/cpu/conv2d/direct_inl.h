@@ -43,6 +43,8 @@
 #else
 #error "AVX2 and AVX-512 variants only"
 #endif
+#include "tf_ops/core/scratch.h"
+#include "tf_ops/cpu/isa_kernels.h"
 #include "tf_ops/cpu/simd_vec_inl.h"
 
 namespace tf_conv_backprop {
@@ -137,6 +139,21 @@ inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap* tap
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) Vreg<T>::Store(dx + r * dx_stride + kLanes * v, acc[r][v]);
   }
+}
+
+// Appends a tap to the tap list of one dx pixel or column class, which starts at
+// list[first]. Taps one dy pixel apart (stride and dilation 1 along the row) whose
+// pixels hold just their channels (a dense layer's dy, a group's packed band) read
+// on where the last one stopped, in dy and in the filter: one run.
+inline void AppendTap(const DirectTap& tap, int64_t first, int64_t block, ScratchVector<DirectTap>* list) {
+  if (static_cast<int64_t>(list->size()) > first) {
+    DirectTap& last = list->back();
+    if (last.dy_offset + last.channels == tap.dy_offset && last.w_offset + last.channels * block == tap.w_offset) {
+      last.channels += tap.channels;
+      return;
+    }
+  }
+  list->push_back(tap);
 }
 
 // A row of `pixels` dx pixels in near-equal tiles of at most R (a row of 7 runs
@@ -295,16 +312,32 @@ constexpr int DirectLanes() {
   }
 }
 
-// Whether a filter value is inf or NaN. The packing loop ORs these with no
-// floating-point add chain to wait on (a `+= v * 0` probe was 3.4% of 3x3 g32
-// 512->512 @14, one thread). bfloat16 comes as its bits: exponent all ones.
+// Whether the input gradient tiles over images (a tile: one dx pixel of R images)
+// rather than along dx rows. Each pixel then has its own exact tap list, with no
+// padding zeros multiplied in and no band copy, and a tile is as tall as the
+// batch allows however short the rows are. Dense 3x3, 2 threads, AVX-512, image
+// tiles / row tiles: @7 512->512 batch 4 0.86, 8 0.89, 32 0.87, 128 0.86; @14
+// 256->256 batch 8 0.94-0.97, 64 0.88; @28 0.97-1.03 (rows of 28 stay); batch 2
+// 1.5 (two-pixel tiles), so never below 4.
+inline bool ImageTiles(const ConvGeometry& g) {
+  return g.groups == 1 && g.filter_rows * g.filter_cols > 1 && g.batch >= 4 &&
+         CeilDiv(g.in_cols, g.stride_cols) <= 16;
+}
+
+// Whether none of n values is inf or NaN (vectorisable: integer tests on the bits).
 template <typename T>
-inline bool NonFinite(T v) {
-  if constexpr (std::is_same_v<T, uint16_t>) {
-    return (v & 0x7f80u) == 0x7f80u;
-  } else {
-    return !std::isfinite(v);
+bool AllFinite(const T* p, int64_t n) {
+  using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+  constexpr Bits kExponent = static_cast<Bits>(sizeof(T) == 8   ? 0x7ff0000000000000u
+                                               : sizeof(T) == 4 ? 0x7f800000u
+                                                                : 0x7f80u);
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) {
+    Bits v;
+    std::memcpy(&v, p + i, sizeof(T));
+    bad |= (v & kExponent) == kExponent;
   }
+  return !bad;
 }
 
 template <typename T, int V>
@@ -322,31 +355,76 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   const int64_t blocks = cin / kBlock;
   const auto group_of = [&](int64_t b) { return b * kBlock / cg; };
 
+  // Units are (channel block, image, band), block outermost: a thread's run of
+  // consecutive units reuses one block of the packed filter from L2 (deep
+  // layers have a filter far larger than L2 and few pixels per image).
+  // A packed filter that fits in L2 next to a band of dy (1x1 and narrow
+  // layers) is kept there instead: block innermost, so the band's dy is read
+  // once from memory for all blocks (float64 1x1 256->64 @56, 2 threads:
+  // 16.7 -> 13.3 ms; blocks outermost re-read all of dy per block). So are a
+  // grouped layer's blocks, each summing over its group's channels only: one band
+  // serves them all as the filter streams past (3x3 g32 1024->1024 @7, 2 threads:
+  // 3.0 ms vs 4.6 ms blocks outermost).
+  const bool block_inner =
+      g.groups > 1 || taps * cin * og * static_cast<int64_t>(sizeof(T)) <= kL2FilterBytes;
+
   // Filter packed as [block][kh][kw from the last][co of the group][kBlock] (bfloat16:
   // [co/2][kBlock][2]): a filter row's taps in the order of the dy columns they read,
   // so that neighbouring taps make one run (the tap list below). The tiles multiply
   // padding zeros into the filter, exact only for finite weights (0 * inf = NaN where
-  // TF has no term), so the packing also checks them.
-  ScratchBuffer<T> packed(taps * cin * og);  // every entry written below
-  std::vector<char> finite(blocks * taps);
-  ctx.For(blocks * taps, cg * og, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = u / taps, t = u % taps;
-      const int64_t tap = t / kw_n * kw_n + (kw_n - 1 - t % kw_n);
-      T* dst = packed.data() + u * og * kBlock;
-      const T* src = filter + (tap * cg + b * kBlock % cg) * cout + group_of(b) * og;
-      bool bad = false;
-      for (int64_t j = 0; j < kBlock; ++j) {
-        for (int64_t co = 0; co < og; ++co) {
-          const int64_t at = kPairs ? ((co / 2) * kBlock + j) * 2 + co % 2 : co * kBlock + j;
-          dst[at] = src[j * cout + co];
-          bad |= NonFinite(src[j * cout + co]);
-        }
+  // TF has no term), so the filter is checked before any tile runs.
+  const int64_t block_size = taps * og * kBlock;
+  // Packs tap t of block b to dst ([co][kBlock]); false if a weight is inf or NaN.
+  auto pack_tap = [&](int64_t b, int64_t t, T* dst) {
+    const int64_t tap = t / kw_n * kw_n + (kw_n - 1 - t % kw_n);
+    const T* src = filter + (tap * cg + b * kBlock % cg) * cout + group_of(b) * og;
+    if constexpr (kPairs) {
+      for (int64_t co = 0; co < og; ++co) {
+        for (int64_t j = 0; j < kBlock; ++j) dst[((co / 2) * kBlock + j) * 2 + co % 2] = src[j * cout + co];
       }
-      finite[u] = !bad;
+    } else {
+      // In register tiles (cpu/layout/convert.cc): element by element, the lazy
+      // packing below made 3x3 512->512 @7 and 256->256 @14 1.10x slower (2 threads).
+      TransposeConvert<T, T>(src, cout, dst, kBlock, kBlock, og, false);
+    }
+    return AllFinite(dst, og * kBlock);
+  };
+  // Blocks outermost, each thread packs the blocks of its own units as it comes to
+  // them, straight into its L2, instead of one pass writing the whole packed filter
+  // to memory for the tiles to read back: packing 3x3 512->512 alone took 1.9 ms of
+  // a 9 ms call (2 threads); lazily, with image tiles, 1 thread 0.91 and 2 threads
+  // 0.96 of the time (@7 and 256->256 @14), row tiles 0.97-0.99.
+  const bool lazy = !block_inner;
+  ScratchBuffer<T> packed(lazy ? 0 : taps * cin * og);  // every entry written below
+  const int64_t checks = lazy ? taps * cg : blocks * taps;
+  std::vector<char> finite(checks);
+  ctx.For(checks, lazy ? cout : cg * og, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      if (lazy) {
+        finite[u] = AllFinite(filter + u * cout, cout);
+      } else {
+        finite[u] = pack_tap(u / taps, u % taps, packed.data() + u * og * kBlock);
+      }
     }
   });
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
+  // A thread's packed copy of the blocks it is working on (lazy): packed when its
+  // run of units comes to them, straight into its L2.
+  struct OwnBlock {
+    ScratchVector<T> data;
+    int64_t b = -1;
+  };
+  auto block_weights = [&](OwnBlock& own, int64_t b, int64_t nblocks) -> const T* {
+    if (!lazy) return packed.data() + b * block_size;
+    if (own.b != b) {
+      own.data.resize(nblocks * block_size);
+      for (int64_t k = 0; k < nblocks; ++k) {
+        for (int64_t t = 0; t < taps; ++t) pack_tap(b + k, t, own.data.data() + (k * taps + t) * og * kBlock);
+      }
+      own.b = b;
+    }
+    return own.data.data();
+  };
 
   // Columns of dy a tap can read: ow = (iw + pad_left - kw*dw) / sw where that
   // divides, for iw < W. When some fall outside [0, OW), the rows are copied
@@ -366,7 +444,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   int64_t band = std::max<int64_t>(1, (int64_t{256} << 10) / row_bytes);
   band = std::min(band, g.in_rows);
   const int64_t threads = std::max(1, ctx.num_threads);
-  const bool pointwise = taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
+  const bool by_image = ImageTiles(g);
+  const bool pointwise = !by_image && taps == 1 && !pad_cols && g.pad_top == 0 && g.out_rows == g.in_rows &&
                          g.out_cols == g.in_cols;
   // Groups of one half-line vector (8 floats on ymm) run two to a tile, so that a dx
   // pixel's stores are 64 contiguous bytes (whole lines where Cin is a multiple of 16
@@ -376,7 +455,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // 0.50 ms two threads; unstreamed, the pairs' RegNetX s2 w8 152->152 @28 ran 1.36x
   // slower).
   constexpr bool kCanPair = !kPairs && V == 1 && kBlock * sizeof(T) == 32;
-  const bool pair_tiles = kCanPair && g.groups > 1 && cg == kBlock && og == kBlock && !pointwise;
+  const bool pair_tiles = kCanPair && !by_image && g.groups > 1 && cg == kBlock && og == kBlock && !pointwise;
   const int64_t unit_step = pair_tiles ? 2 : 1;          // blocks a unit computes
   const int64_t unit_blocks = CeilDiv(blocks, unit_step);  // units per image band
   while (band > 1 && unit_blocks * g.batch * ((g.in_rows + band - 1) / band) < 4 * threads) band = (band + 1) / 2;
@@ -395,7 +474,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // @14, one thread: 7.3 -> 3.8 ms). A run of units copies the groups it reads,
   // a dy row at a time (from memory in order, not a group's strided run at a time).
   const bool pack_group = g.groups > 1 && !pointwise;
-  const bool copy_rows = pad_cols || pack_group;
+  const bool copy_rows = !by_image && (pad_cols || pack_group);
   const int64_t src_depth = pack_group ? og : cout;  // channels of a pixel in the copy
   const int64_t slab = band_rows * padded_cols * src_depth;  // one group's copy
   if (copy_rows && padded_cols > band_limit / std::max<int64_t>(1, band_rows * cout)) return false;
@@ -441,18 +520,6 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       DirectInputRow<T, R, V, 0>(row_dy, dy_stride, row_taps, ntaps, w_block, {}, row_dx, dx_stride, pixels, stream);
     }
   };
-  // Units are (channel block, image, band), block outermost: a thread's run of
-  // consecutive units reuses one block of the packed filter from L2 (deep
-  // layers have a filter far larger than L2 and few pixels per image).
-  // A packed filter that fits in L2 next to a band of dy (1x1 and narrow
-  // layers) is kept there instead: block innermost, so the band's dy is read
-  // once from memory for all blocks (float64 1x1 256->64 @56, 2 threads:
-  // 16.7 -> 13.3 ms; blocks outermost re-read all of dy per block). So are a
-  // grouped layer's blocks, each summing over its group's channels only: one band
-  // serves them all as the filter streams past (3x3 g32 1024->1024 @7, 2 threads:
-  // 3.0 ms vs 4.6 ms blocks outermost).
-  const bool block_inner =
-      g.groups > 1 || taps * cin * og * static_cast<int64_t>(sizeof(T)) <= kL2FilterBytes;
   const int64_t units_per_block = g.batch * bands;
   // The dy rows a band of dx rows reads, oh = (ih + pad_top - kh*dh) / sh clipped to
   // the image (none when lo > hi).
@@ -466,6 +533,47 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   };
   const int64_t work = band * g.in_cols * taps * kBlock * og;
   const int64_t classes = std::min(sw, g.in_cols);  // column classes rho
+  if (by_image) {
+    // Per dx pixel, the taps that reach it: their dy pixel in image 0 and filter tap.
+    const int64_t positions = g.in_rows * g.in_cols;
+    ScratchVector<DirectTap> pixel_taps;
+    ScratchVector<int64_t> pixel_start;
+    for (int64_t ih = 0; ih < g.in_rows; ++ih) {
+      for (int64_t iw = 0; iw < g.in_cols; ++iw) {
+        pixel_start.push_back(static_cast<int64_t>(pixel_taps.size()));
+        for (int64_t kh = 0; kh < kh_n; ++kh) {
+          const int64_t t = ih + g.pad_top - kh * g.dilation_rows;
+          if (t < 0 || t % sh != 0 || t / sh >= g.out_rows) continue;
+          for (int64_t kw = kw_n - 1; kw >= 0; --kw) {
+            const int64_t q = iw + g.pad_left - kw * g.dilation_cols;
+            if (q < 0 || q % sw != 0 || q / sw >= g.out_cols) continue;
+            AppendTap({(t / sh * g.out_cols + q / sw) * cout, (kh * kw_n + kw_n - 1 - kw) * og * kBlock, og},
+                      pixel_start.back(), kBlock, &pixel_taps);
+          }
+        }
+      }
+    }
+    pixel_start.push_back(static_cast<int64_t>(pixel_taps.size()));
+    ctx.For(unit_blocks * positions, g.batch * taps * kBlock * og * unit_step, [&](int64_t begin, int64_t end) {
+      OwnBlock own;
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t ub = block_inner ? u % unit_blocks : u / positions;
+        const int64_t pos = block_inner ? u / unit_blocks : u % positions;
+        const int64_t b = ub * unit_step, nblocks = std::min(unit_step, blocks - b);
+        const T* w_block = block_weights(own, b, nblocks);
+        T* dx_pixel = dx + pos * cin + b * kBlock;
+        const int64_t first = pixel_start[pos];
+        const int ntaps = static_cast<int>(pixel_start[pos + 1] - first);
+        if (ntaps == 0) {
+          for (int64_t n = 0; n < g.batch; ++n) std::fill_n(dx_pixel + n * dx_image, nblocks * kBlock, T(0));
+        } else {
+          RunRow(dy, dy_image, pixel_taps.data() + first, ntaps, w_block, nblocks, dx_pixel, dx_image, g.batch);
+        }
+      }
+      if (stream) _mm_sfence();
+    });
+    return true;
+  }
   ctx.For(unit_blocks * units_per_block, work * unit_step, [&](int64_t begin, int64_t end) {
     // What a unit's image band needs, prepared once for the run of consecutive units
     // in it: its dy rows (with their column padding, or a group's channels) and, per
@@ -475,6 +583,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     // Zero-filled although the rows a band's taps read are all written before they are
     // read: left uninitialised, 3x3 g32 256->256 @28 (one thread) ran 6% slower.
     ScratchVector<T> rows_buf(copy_rows ? band_rows * padded_cols * cout : 0);
+    OwnBlock own;
     ScratchVector<DirectTap> band_taps;
     ScratchVector<int64_t> class_start;  // (ih - ih0) * classes + rho -> first band_taps entry
     int64_t prepared = -1;   // the image band rows_buf and the tap list hold
@@ -486,7 +595,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const int64_t image_band = block_inner ? u / unit_blocks : u % units_per_block;
       const int64_t b = ub * unit_step, nblocks = std::min(unit_step, blocks - b);
       const int64_t n = image_band / bands, ih0 = (image_band % bands) * band;
-      const T* w_block = packed.data() + b * taps * og * kBlock;
+      const T* w_block = block_weights(own, b, nblocks);
       const int64_t group = group_of(b);
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
       const T* dy_n = dy + n * dy_image;
@@ -537,19 +646,9 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                 if (FloorDiv(q, sw) * sw != q) continue;
                 // dy column read by the class's first dx column, in the source rows.
                 const int64_t col = q / sw + src_left;
-                const DirectTap tap{((oh - src_row0) * src_cols + col) * src_depth,
-                                    (kh * kw_n + kw_n - 1 - kw) * og * kBlock, og};
-                // Taps one dy pixel apart (stride and dilation 1 along the row) whose pixels
-                // hold just their og channels (a dense layer's dy, a group's packed band) read
-                // on where the last one stopped, in dy and in the filter: one run.
-                DirectTap* last = static_cast<int64_t>(band_taps.size()) > class_start.back() ? &band_taps.back()
-                                                                                               : nullptr;
-                if (last != nullptr && last->dy_offset + last->channels == tap.dy_offset &&
-                    last->w_offset + last->channels * kBlock == tap.w_offset) {
-                  last->channels += og;
-                } else {
-                  band_taps.push_back(tap);
-                }
+                AppendTap({((oh - src_row0) * src_cols + col) * src_depth, (kh * kw_n + kw_n - 1 - kw) * og * kBlock,
+                           og},
+                          class_start.back(), kBlock, &band_taps);
               }
             }
           }
@@ -608,7 +707,8 @@ bool WithCinVectors(const ConvGeometry& g, Fn&& fn) {
   // a row of 7 runs as 4 + 3 pixels at V=4, as one tile of 7 at V=2 (3x3 @7,
   // 2 threads: float and double 5%, bfloat16 9% faster; rows of 14 are even).
   // A 1x1 stride-1 band runs its rows as one.
-  const int64_t row = g.filter_rows * g.filter_cols == 1 && g.stride_cols == 1
+  const int64_t row = ImageTiles(g) ? g.batch
+                    : g.filter_rows * g.filter_cols == 1 && g.stride_cols == 1
                           ? g.in_rows * g.in_cols
                           : CeilDiv(g.in_cols, g.stride_cols);
   if constexpr (kMaxTileVectors == 4) {
