@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cases import (DTYPES, FORMATS, PADDINGS, Case, check_against_oracles, make_arrays,
-                   relative_error, run_ours, run_reference, within)
+                   relative_error, run_ours, run_reference, run_tf, within)
 from tf_conv_backprop._ops import BY_KEY, OPS
 
 SEEDS = (0, 1)
@@ -113,5 +113,46 @@ def test_input_gradient_with_an_infinite_weight_in_a_large_filter(batch):
     assert finite.any() and not finite.all()
     for kind in (np.isnan, np.isposinf, np.isneginf):
         np.testing.assert_array_equal(kind(ours), kind(expected))
+    err = relative_error(ours[finite], expected[finite])
+    assert within(err, case), f"{case}: relative error vs reference {err}"
+
+
+# Filter gradients with a few input channels (< 8) and a filter row wider than 1 sum a
+# filter row's (kw, ci) as one tap, over x rows copied with zero columns.
+# (batch, rows, cols, in_depth, out_depth, kernel, strides, dilations, padding, pads)
+FUSED_ROW_GEOMETRIES = (
+    (2, 30, 30, 3, 64, (7, 7), (2, 2), (1, 1), "SAME", (0, 0, 0, 0)),
+    (3, 13, 17, 1, 16, (3, 5), (1, 1), (1, 1), "VALID", (0, 0, 0, 0)),
+    (2, 11, 9, 5, 32, (5, 3), (3, 2), (2, 1), "EXPLICIT", (2, 1, 3, 0)),
+    (2, 8, 12, 2, 48, (3, 3), (1, 3), (1, 1), "EXPLICIT", (0, 2, 1, 4)),
+)
+
+
+@pytest.mark.parametrize("geometry", FUSED_ROW_GEOMETRIES, ids=lambda g: f"{g[3]}->{g[4]}-{g[5][0]}x{g[5][1]}-{g[8]}")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_filter_gradient_fused_filter_rows(dtype, geometry):
+    batch, rows, cols, cin, cout, kernel, strides, dilations, padding, pads = geometry
+    check_against_oracles(Case(op="conv2d_filter", dtype=dtype, data_format="NHWC", padding=padding,
+                               batch=batch, in_rows=rows, in_cols=cols, in_depth=cin, filter_rows=kernel[0],
+                               filter_cols=kernel[1], out_channels=cout, strides=strides, dilations=dilations,
+                               pads=pads, seed=cin + cout))
+
+
+def test_filter_gradient_fused_filter_rows_with_an_infinite_dy():
+    """The copied x rows hold zero columns, which must not meet an inf in dy (0 * inf is
+    NaN where TF has no term): such a call runs tap by tap. The inf sits in a corner of
+    dy, where taps reach into the padding: inf / NaN land where TF's kernel has them (the
+    padded float64 reference has NaN there)."""
+    case = Case(op="conv2d_filter", dtype="float32", data_format="NHWC", padding="SAME", batch=2,
+                in_rows=12, in_cols=12, in_depth=3, filter_rows=7, filter_cols=7, out_channels=32,
+                strides=(2, 2))
+    arrays = make_arrays(case)
+    arrays["out_backprop"][1, 0, 0, 4] = np.inf
+    ours, theirs = run_ours(case, arrays), run_tf(case, arrays)
+    assert np.isinf(theirs).any() and not np.isnan(theirs).any()
+    for kind in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(kind(ours), kind(theirs))
+    expected = run_reference(case, arrays)
+    finite = np.isfinite(theirs) & np.isfinite(expected)
     err = relative_error(ours[finite], expected[finite])
     assert within(err, case), f"{case}: relative error vs reference {err}"
