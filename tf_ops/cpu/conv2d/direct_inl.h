@@ -933,6 +933,16 @@ inline int64_t FilterXRows(const ConvGeometry& g, int64_t r0, int64_t r1, int64_
   return row_of(r1 - 1, reach) - *first + 1;
 }
 
+// The most x rows any block of block_rows dy rows reads (its scratch copy's rows).
+inline int64_t MaxFilterXRows(const ConvGeometry& g, int64_t block_rows) {
+  const int64_t rows_total = g.batch * g.out_rows;
+  int64_t most = 0, first = 0;
+  for (int64_t r0 = 0; r0 < rows_total; r0 += block_rows) {
+    most = std::max(most, FilterXRows(g, r0, std::min(rows_total, r0 + block_rows), &first));
+  }
+  return most;
+}
+
 // kPlanarX: x in NCHW (dy is always NHWC). accumulate: add to dW instead of
 // overwriting it (NCHW takes the batch in chunks).
 template <typename T, int V, typename In = T, bool kPlanarX = false>
@@ -959,13 +969,7 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
   const int64_t block_rows = std::max<int64_t>(
       1, std::min(kMaxBlockRows, (pack ? kPackedFilterBlockBytes : kDirectFilterBlockBytes) / row_bytes));
   const int64_t x_depth = pack ? cg : cin, dy_depth = pack ? og : cout;  // a pixel's channels as read
-  auto x_row_range = [&](int64_t r0, int64_t r1, int64_t* first) { return FilterXRows(g, r0, r1, first); };
-  int64_t max_x_rows = 0;
-  for (int64_t r0 = 0; pack && r0 < rows_total; r0 += block_rows) {
-    int64_t first = 0;
-    max_x_rows = std::max(max_x_rows, x_row_range(r0, std::min(rows_total, r0 + block_rows), &first));
-  }
-  const int64_t packed_x = max_x_rows * g.in_cols * cg;  // the packed dy follows the packed x
+  const int64_t packed_x = pack ? MaxFilterXRows(g, block_rows) * g.in_cols * cg : 0;  // the packed dy follows the packed x
   const int64_t x_planes = kPlanarX ? g.in_rows * g.in_cols : 1;
   const int64_t x_stride = g.stride_cols * (kPlanarX ? 1 : x_depth);
   // A 1x1 filter reads each pixel's x once per tile, a new cache line every
@@ -975,7 +979,7 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
   auto enter = [&](int64_t group, int64_t r0, int64_t r1, In* scratch) {
     if (!pack) return;
     int64_t first = 0;
-    const int64_t x_rows = x_row_range(r0, r1, &first);
+    const int64_t x_rows = FilterXRows(g, r0, r1, &first);
     CopyChannels(x + first * g.in_cols * cin + group * cg, cin, cg, x_rows * g.in_cols, scratch);
     CopyChannels(dy + r0 * g.out_cols * cout + group * og, cout, og, (r1 - r0) * g.out_cols, scratch + packed_x);
   };
@@ -993,7 +997,7 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
     int64_t x_row0 = 0, dy_row0 = 0;
     const In* xs = x;
     const In* ds = dy;
-    if (pack) x_row_range(r0, r1, &x_row0), dy_row0 = r0, xs = scratch, ds = scratch + packed_x;
+    if (pack) FilterXRows(g, r0, r1, &x_row0), dy_row0 = r0, xs = scratch, ds = scratch + packed_x;
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t n = row / g.out_rows, oh = row % g.out_rows;
       const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
@@ -1091,25 +1095,20 @@ bool DirectFilterGradFusedRows(const CpuContext& ctx, const ConvGeometry& g, con
   });
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
   // Columns of x the dy pixels of a row read: (ow * sw - pad_left) + [0, KW).
-  const int64_t left = std::max<int64_t>(0, g.pad_left);
+  const int64_t left = g.pad_left;
   const int64_t last_col = (g.out_cols - 1) * g.stride_cols - g.pad_left + kw_n - 1;
   const int64_t padded_cols = left + std::max(g.in_cols, last_col + 1);
   const int64_t rows_total = g.batch * g.out_rows;
   // A dy row and the stride's x rows (padded) per block row.
   const int64_t row_bytes = (g.out_cols * cout + padded_cols * cin * g.stride_rows) * static_cast<int64_t>(sizeof(T));
   const int64_t block_rows = std::max<int64_t>(1, std::min(kMaxBlockRows, kDirectFilterBlockBytes / row_bytes));
-  auto x_rows_of = [&](int64_t r0, int64_t r1, int64_t* first) { return FilterXRows(g, r0, r1, first); };
-  int64_t max_x_rows = 0;
-  for (int64_t r0 = 0; r0 < rows_total; r0 += block_rows) {
-    int64_t first = 0;
-    max_x_rows = std::max(max_x_rows, x_rows_of(r0, std::min(rows_total, r0 + block_rows), &first));
-  }
+  const int64_t max_x_rows = MaxFilterXRows(g, block_rows);
   const int64_t padded_row = padded_cols * cin;
   // Padding far wider than the image would ask for a buffer of zeros: decline.
   if (max_x_rows * padded_row > kMaxPaddedBandBytes / static_cast<int64_t>(sizeof(T))) return false;
   auto enter = [&](int64_t /*group*/, int64_t r0, int64_t r1, T* scratch) {
     int64_t first = 0;
-    const int64_t rows = x_rows_of(r0, r1, &first);
+    const int64_t rows = FilterXRows(g, r0, r1, &first);
     for (int64_t i = 0; i < rows; ++i) {
       T* d = scratch + i * padded_row;
       std::fill_n(d, left * cin, T(0));
@@ -1119,14 +1118,15 @@ bool DirectFilterGradFusedRows(const CpuContext& ctx, const ConvGeometry& g, con
   };
   auto segments = [&](int64_t kh, int64_t r0, int64_t r1, FilterSegment<T>* segs, T* scratch) {
     int64_t first = 0;
-    x_rows_of(r0, r1, &first);
+    FilterXRows(g, r0, r1, &first);
     int nsegs = 0;
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t n = row / g.out_rows, oh = row % g.out_rows;
       const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
       if (ih < 0 || ih >= g.in_rows) continue;
-      const T* x_row = scratch + (n * g.in_rows + ih - first) * padded_row + (left - g.pad_left) * cin;
-      segs[nsegs++] = FilterSegment<T>{x_row, dy + row * g.out_cols * cout, g.out_cols};
+      // Padded column 0 is x column -pad_left, where dy column 0's window starts.
+      segs[nsegs++] = FilterSegment<T>{scratch + (n * g.in_rows + ih - first) * padded_row,
+                                       dy + row * g.out_cols * cout, g.out_cols};
     }
     return nsegs;
   };
