@@ -268,7 +268,8 @@ void CheckVariant(cpu::Variant v, const std::vector<ConvGeometry>& pool, Tally* 
 }
 
 // IsaFor's rule on an AVX-512 CPU: grouped conv2d with groups of whole ymm but not
-// whole zmm vectors runs the AVX2 build; everything else the active ISA.
+// whole zmm vectors runs the AVX2 build (but groups of 8 floats in and out, zipped two
+// a zmm, except strided input gradients); everything else the active ISA.
 void CheckIsaRouting(Tally* tally) {
   if (cpu::BestSupportedIsa() < cpu::Isa::kAvx512) return;
   cpu::SetActiveIsa(cpu::Isa::kAvx512);
@@ -278,7 +279,9 @@ void CheckIsaRouting(Tally* tally) {
     cpu::Dtype dtype;
     cpu::Isa expected;
   } cases[] = {
-      {OpKind::kConv2DBackpropInput, 32, 8, 1, cpu::Dtype::kFloat, cpu::Isa::kAvx2},
+      {OpKind::kConv2DBackpropInput, 32, 8, 1, cpu::Dtype::kFloat, cpu::Isa::kAvx512},  // zipped pairs
+      {OpKind::kConv2DBackpropFilter, 7, 8, 2, cpu::Dtype::kHalf, cpu::Isa::kAvx512},    // zipped pairs
+      {OpKind::kConv2DBackpropInput, 32, 24, 1, cpu::Dtype::kFloat, cpu::Isa::kAvx2},
       {OpKind::kConv2DBackpropFilter, 7, 24, 2, cpu::Dtype::kBfloat16, cpu::Isa::kAvx2},
       {OpKind::kConv2DBackpropFilter, 4, 4, 1, cpu::Dtype::kDouble, cpu::Isa::kAvx2},
       {OpKind::kConv2DBackpropInput, 32, 8, 2, cpu::Dtype::kFloat, cpu::Isa::kAvx512},
@@ -346,6 +349,41 @@ void CheckGroupPairs(Tally* tally) {
       const double err = made ? RunAgainstReference(dtype, OpKind::kConv2DBackpropInput, g, 77 + c.groups) : 1;
       const bool direct = cpu::LastRun(OpKind::kConv2DBackpropInput) == static_cast<int>(cpu::Variant::conv2d_input_direct);
       Record(err <= Tolerance(dtype) && direct, "group pairs", dtype, err, g, tally);
+    }
+  }
+}
+
+// Groups of 8 floats at AVX-512 run two to a zmm on the direct tiles, lanes zipped (the
+// input gradient at stride 1, the filter gradient at any), the last alone when the
+// count is odd: every pairing, half and NCHW through the front end, strides,
+// dilations, padded columns, and filter gradients over several blocks of rows.
+void CheckZippedPairs(Tally* tally) {
+  if (cpu::BestSupportedIsa() < cpu::Isa::kAvx512) return;
+  cpu::SetActiveIsa(cpu::Isa::kAvx512);
+  struct Case {
+    int64_t h, w, groups, stride, dilation, pad;
+  } cases[] = {{11, 13, 2, 1, 1, 1}, {9, 10, 3, 1, 1, 1}, {7, 9, 7, 1, 1, 0}, {12, 9, 5, 1, 2, 2},
+               {13, 11, 3, 2, 1, 1}, {30, 17, 7, 1, 1, 1}, {31, 23, 4, 2, 1, 0}};
+  for (const Case& c : cases) {
+    for (OpKind op : {OpKind::kConv2DBackpropInput, OpKind::kConv2DBackpropFilter}) {
+      if (op == OpKind::kConv2DBackpropInput && c.stride > 1) continue;  // strided input: the permutes
+      for (cpu::Dtype dtype : {cpu::Dtype::kFloat, cpu::Dtype::kHalf}) {
+        for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+          ConvGeometry g;
+          const bool made = GroupedGeometry(c.h, c.w, c.groups, 8, c.stride, c.dilation, c.pad, &g);
+          g.data_format = format;
+          const double err = made ? RunAgainstReference(dtype, op, g, 55 + c.groups) : 1;
+          const int ran = cpu::LastRun(op);
+          const cpu::Variant direct =
+              op == OpKind::kConv2DBackpropInput ? cpu::Variant::conv2d_input_direct : cpu::Variant::conv2d_filter_direct;
+          const bool ok = err <= Tolerance(dtype) && ran == static_cast<int>(direct);
+          ok ? ++tally->passed : ++tally->failed;
+          if (!ok) {
+            std::printf("FAIL zipped pairs %s %s: rel_err=%g ran %s\n  %s\n", OpName(op), cpu::DtypeName(dtype), err,
+                        ran < 0 ? "nothing" : cpu::InfoOf(static_cast<cpu::Variant>(ran)).name, Describe(g).c_str());
+          }
+        }
+      }
     }
   }
 }
@@ -418,6 +456,7 @@ int main() {
   }
   CheckIsaRouting(&tally);
   CheckGroupPairs(&tally);
+  CheckZippedPairs(&tally);
   CheckPermuteBlocks(&tally);
   cpu::SetActiveIsa(selected);
   std::printf("%d passed, %d failed\n", tally.passed, tally.failed);

@@ -27,6 +27,19 @@ int64_t VectorLanes(const SelectionInput& in) {
 // a grouped call no row takes runs on them as dense slices of whole groups.
 bool Dense(const SelectionInput& in) { return in.geo->groups == 1; }
 
+// Groups of 8 floats in and out on AVX-512 (stride 1 for the input gradient): the
+// direct NHWC tiles take two groups a zmm, their lanes zipped (cpu/conv2d/direct_inl.h).
+// Strided input gradients stay on the permutes: zipped / permuted time 0.85-1.08 over
+// three runs (RegNetX s2 w8 152->152 @28, ResNeXt-style s2 g32 256->256 @28, g16 128 @56;
+// Intel Xeon, 2 threads).
+bool ZippedGroupPairs(const SelectionInput& in) {
+  const ConvGeometry& g = *in.geo;
+  const bool strided = g.stride_rows > 1 || g.stride_cols > 1;
+  return (in.op == OpKind::kConv2DBackpropFilter || (in.op == OpKind::kConv2DBackpropInput && !strided)) &&
+         in.isa >= Isa::kAvx512 && in.dtype == Dtype::kFloat && g.groups > 1 && g.group_in_depth() == 8 &&
+         g.group_out_depth() == 8;
+}
+
 // The permuting grouped kernels: as many output channels as input channels a group,
 // a power of two narrower than a vector of the active ISA (groups of whole vectors run
 // faster on the direct tiles, see DirectInputApplies), and at most 32 bytes, so that
@@ -36,7 +49,7 @@ bool GroupedPermuteApplies(const SelectionInput& in) {
   const ConvGeometry& g = *in.geo;
   const int64_t cg = g.group_in_depth();
   return g.groups > 1 && cg == g.group_out_depth() && (cg & (cg - 1)) == 0 && cg < VectorLanes(in) &&
-         cg * AccBytes(in.dtype) <= 32;
+         cg * AccBytes(in.dtype) <= 32 && !ZippedGroupPairs(in);
 }
 
 // col == x: a 1x1 filter reading every input pixel exactly once, in order.
@@ -49,9 +62,10 @@ bool PointwiseApplies(const SelectionInput& in) {
 
 bool Always(const SelectionInput&) { return true; }
 
-// The direct input-gradient tiles hold input channels of one group in whole vectors.
+// The direct input-gradient tiles hold input channels of one group in whole vectors,
+// or two zipped groups.
 bool DirectInputApplies(const SelectionInput& in) {
-  return in.geo->group_in_depth() % VectorLanes(in) == 0;
+  return in.geo->group_in_depth() % VectorLanes(in) == 0 || ZippedGroupPairs(in);
 }
 // vdpbf16ps pairs output channels, 16 input channels per vector.
 bool DirectInputBf16Applies(const SelectionInput& in) {
@@ -67,6 +81,8 @@ bool YmmFilterTilesLose(const SelectionInput& in) {
 bool DirectFilterApplies(const SelectionInput& in) {
   return !YmmFilterTilesLose(in) && in.geo->group_out_depth() % VectorLanes(in) == 0;
 }
+// The NHWC tiles also take zipped group pairs.
+bool DirectFilterNhwcApplies(const SelectionInput& in) { return DirectFilterApplies(in) || ZippedGroupPairs(in); }
 bool DirectFilterBf16Applies(const SelectionInput& in) { return Dense(in) && in.geo->out_depth % 16 == 0; }
 
 // dW past L2 would be streamed once per pixel tile by the im2col GEMMs.
@@ -199,12 +215,16 @@ uint32_t CpuFeatures() {
 // but 0.68-0.74 for the stride-2 input gradient (RegNetX 152 @28), whose few taps a
 // column class leave the tiles short of work, so strided input gradients stay on zmm.
 // Groups of 1, 2 and 4 floats stay on the zmm permutes, groups of whole zmm vectors on
-// the zmm tiles.
+// the zmm tiles. Groups of exactly 8 floats in and out (but strided input gradients)
+// stay on AVX-512 too, two groups a zmm zipped (ZippedGroupPairs): on an Intel Xeon
+// (AVX-512 at full width) zipped / ymm-tile time 0.48-0.70 (input), 0.68-0.79 (filter).
 Isa IsaFor(OpKind op, const ConvGeometry& geo, Dtype dtype) {
   const Isa active = ActiveIsa();
   const bool input = op == OpKind::kConv2DBackpropInput;
   const bool strided = geo.stride_rows > 1 || geo.stride_cols > 1;
-  if (active < Isa::kAvx512 || geo.groups == 1 || !IsFloating(dtype) || (input && strided) ||
+  const bool zipped = (!input || !strided) && geo.group_in_depth() == 8 && geo.group_out_depth() == 8 &&
+                      AccDtype(dtype) == Dtype::kFloat;
+  if (active < Isa::kAvx512 || geo.groups == 1 || !IsFloating(dtype) || (input && strided) || zipped ||
       (!input && op != OpKind::kConv2DBackpropFilter)) {
     return active;
   }
