@@ -51,6 +51,13 @@ Isa BestSupportedIsa();
 // request above what the CPU supports is ignored).
 Isa ActiveIsa();
 
+// Whether non-temporal stores of half a cache line, or straddling two, cost far more
+// than cached stores on this CPU: on Intel (Xeon with AVX-512, AVX2 kernels, grouped
+// input gradients whose dx pixels are not a whole number of lines apart, 2 threads:
+// streamed 1.65-2.0x slower), not on AMD Zen (streamed 1.36x faster, see
+// cpu/conv2d/direct_inl.h).
+bool SplitLineStreamsAreSlow();
+
 // Sets the variant for all later calls (tests and benchmarks), clamped to
 // BestSupportedIsa(); returns the one now in effect. Not meant to be called
 // while kernels run.

@@ -29,6 +29,15 @@ Isa DetectIsa() {
   return Isa::kBaseline;
 }
 
+bool DetectIntel() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
 Isa FromEnvironment(Isa best) {
   const char* requested = std::getenv("TF_CONV_BACKPROP_ISA");
   if (requested == nullptr) return best;
@@ -53,6 +62,11 @@ const char* IsaName(Isa isa) {
 #undef TCB_ISA_NAME_CASE
   }
   return "unknown";
+}
+
+bool SplitLineStreamsAreSlow() {
+  static const bool intel = DetectIntel();
+  return intel;
 }
 
 Isa BestSupportedIsa() {

@@ -568,10 +568,15 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // -> 2.35 ms streamed), not under a stride, whose dx rows take few taps each (AVX2,
   // RegNetX 3x3 s2 w8 152->152 @28, 2 threads: 0.87 -> 0.67 ms unstreamed). Every
   // block starts on a multiple of its size from dx (channels come in whole blocks).
+  // On Intel, stores that straddle lines (dx pixels not a whole number of lines
+  // apart: 7 or 19 groups of 8) streamed 1.65-2.0x slower than cached ones (Xeon,
+  // AVX2 tiles, 2 threads, alternated in one process: RegNetX w8 56->56 @28 1.01 ->
+  // 0.62 ms, s2 w8 152->152 @28 1.75 -> 0.87 ms), so there they are not streamed.
   const bool whole_lines = unit_step * kBlock * sizeof(T) % 64 == 0;
   const bool stream = !kPairs && (whole_lines || (sh == 1 && sw == 1)) && (!zip || cin % kBlock == 0) &&
                       g.input_elements * static_cast<int64_t>(sizeof(T)) >= kStreamDxBytes &&
-                      reinterpret_cast<uintptr_t>(dx) % 64 == 0;
+                      reinterpret_cast<uintptr_t>(dx) % 64 == 0 &&
+                      (cin * static_cast<int64_t>(sizeof(T)) % 64 == 0 || !SplitLineStreamsAreSlow());
   // `pixels` dx pixels `dx_stride` apart reading consecutive dy pixels, dy_stride
   // apart (row_dy at the group's first output channel).
   const DirectPair pair{slab, taps * og * kBlock};  // the next group's copy and packed filter
