@@ -29,9 +29,10 @@ bool Dense(const SelectionInput& in) { return in.geo->groups == 1; }
 
 // Groups of 8 floats in and out on AVX-512 (stride 1 for the input gradient): the
 // direct NHWC tiles take two groups a zmm, their lanes zipped (cpu/conv2d/direct_inl.h).
-// Strided input gradients stay on the permutes: zipped / permuted time 0.85-1.08 over
-// three runs (RegNetX s2 w8 152->152 @28, ResNeXt-style s2 g32 256->256 @28, g16 128 @56;
-// Intel Xeon, 2 threads).
+// Strided input gradients stay on the permutes: zipped / permuted time 0.81-1.08 on an
+// Intel Xeon (RegNetX s2 w8 152->152 @28, ResNeXt-style s2 g32 256->256 @28, g16 128 @56;
+// 2 threads, several runs) but 1.08-1.55 on a Zen 4 EPYC (s2 w8 152->152 @28, three
+// `make bench` runs of each build alternated).
 bool ZippedGroupPairs(const SelectionInput& in) {
   const ConvGeometry& g = *in.geo;
   const bool strided = g.stride_rows > 1 || g.stride_cols > 1;
