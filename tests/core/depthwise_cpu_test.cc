@@ -422,9 +422,10 @@ int main(int argc, char** argv) {
       (CheckNchw<float>(true, g, 2, base_seed + 29) ? passed : failed)++;
       (CheckNchw<double>(true, g, 2, base_seed + 29) ? passed : failed)++;
     }
-    // dx over the streaming-store threshold (2 MiB), channels in whole vectors.
-    {
-      const tcb::ConvGeometry g = MakeGeometry(2, 131, 129, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    // dx over the streaming-store threshold (2 MiB), channels in whole vectors: the
+    // rectangles (stride 1) and the residue-class rows (stride 2).
+    for (const tcb::ConvGeometry& g : {MakeGeometry(2, 131, 129, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+                                       MakeGeometry(2, 131, 129, 64, 3, 3, 1, 2, 2, 1, 1, 0, 1, 0, 1)}) {
       (Check<float>(true, g, 2, base_seed + 17) ? passed : failed)++;
       (Check<double>(true, g, 2, base_seed + 17) ? passed : failed)++;
     }

@@ -28,8 +28,10 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
+#if defined(__AVX512F__)
+#include "tf_ops/cpu/zmm_avx512_inl.h"
+#elif defined(__AVX2__)
+#include "tf_ops/cpu/ymm_avx2_inl.h"
 #endif
 
 #include <Eigen/Core>
@@ -207,19 +209,17 @@ inline V LoadAs(const S* p) {
 
 // dx of a large call is written once and not read again by this kernel, so it
 // bypasses the caches (no read-for-ownership of each line, and dy keeps L2).
-// Only full, 64-byte aligned AVX-512 vectors; everything else stores normally.
+// Only full, aligned vectors (AVX2 and AVX-512); everything else stores normally.
 template <typename V, typename A>
-inline void StoreOut(A* p, const V& v, bool stream) {
+inline void StoreDx(A* p, const V& v, bool stream) {
+#if defined(__AVX2__)
 #if defined(__AVX512F__)
-  if constexpr (sizeof(V) == 64) {
-    if (stream) {
-      if constexpr (sizeof(A) == 4) {
-        _mm512_stream_ps(reinterpret_cast<float*>(p), reinterpret_cast<const __m512&>(v));
-      } else {
-        _mm512_stream_pd(reinterpret_cast<double*>(p), reinterpret_cast<const __m512d&>(v));
-      }
-      return;
-    }
+  using Native = Zmm<A>;
+#else
+  using Native = Ymm<A>;
+#endif
+  if constexpr (sizeof(V) == sizeof(typename Native::Vec)) {
+    if (stream) return Native::Stream(p, reinterpret_cast<const typename Native::Vec&>(v));
   }
 #endif
   Store(p, v);
@@ -263,7 +263,7 @@ inline void InputLaneBlock(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0
     for (int p = 0; p < P; ++p) acc[p] += LoadAs<V>(dy + p * dy_step) * w;
   }
 #pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) StoreOut(g_px + p * g_step + l, acc[p], stream);
+  for (int p = 0; p < P; ++p) StoreDx(g_px + p * g_step + l, acc[p], stream);
 }
 
 // G for one column, Q vectors of lanes from l at a time: Q independent sums,
@@ -455,7 +455,7 @@ inline void InputRectBlock(const S* dy, int64_t dy_row, int64_t cm, const A* w, 
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) StoreOut(dx + r * dx_row + p * cm, acc[r][p], stream);
+    for (int p = 0; p < P; ++p) StoreDx(dx + r * dx_row + p * cm, acc[r][p], stream);
 }
 
 // dx columns [0, cols) of R rows, every lane: dx0 at (row 0, column 0), dy0 at
@@ -871,7 +871,7 @@ bool DepthwiseInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const T*
                       (geo.in_depth * static_cast<int64_t>(sizeof(T))) % 64 == 0;
   ctx.For(geo.batch * geo.in_rows, cost, [&](int64_t begin, int64_t end) {
     InputGradRowsSimd(geo, w, out_backprop, in_backprop, begin, end, stream);
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
     if (stream) _mm_sfence();  // streamed dx visible before the pool reports done
 #endif
   });
