@@ -28,10 +28,11 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #if defined(__AVX512F__)
 #include "tf_ops/cpu/zmm_avx512_inl.h"
-#elif defined(__AVX2__)
-#include "tf_ops/cpu/ymm_avx2_inl.h"
 #endif
 
 #include <Eigen/Core>
@@ -209,17 +210,16 @@ inline V LoadAs(const S* p) {
 
 // dx of a large call is written once and not read again by this kernel, so it
 // bypasses the caches (no read-for-ownership of each line, and dy keeps L2).
-// Only full, aligned vectors (AVX2 and AVX-512); everything else stores normally.
+// Only whole 64-byte lines, so AVX-512 vectors only: the AVX2 build's two ymm halves
+// of a line are written 8 stores apart, and streamed so they ran well on a quiet Zen 4
+// (s2 C96 @112 1.73-1.85 ms instead of 3.1-4.2) but 1.5-2x slower than cached stores
+// once the machine's memory was busy (6.4-8.4 ms), where AVX-512's whole lines stayed
+// fast (likely partial lines leaving the write-combining buffers as partial writes).
 template <typename V, typename A>
 inline void StoreDx(A* p, const V& v, bool stream) {
-#if defined(__AVX2__)
 #if defined(__AVX512F__)
-  using Native = Zmm<A>;
-#else
-  using Native = Ymm<A>;
-#endif
-  if constexpr (sizeof(V) == sizeof(typename Native::Vec)) {
-    if (stream) return Native::Stream(p, reinterpret_cast<const typename Native::Vec&>(v));
+  if constexpr (sizeof(V) == sizeof(typename Zmm<A>::Vec)) {
+    if (stream) return Zmm<A>::Stream(p, reinterpret_cast<const typename Zmm<A>::Vec&>(v));
   }
 #endif
   Store(p, v);
@@ -882,7 +882,7 @@ bool DepthwiseInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const T*
                       (geo.in_depth * static_cast<int64_t>(sizeof(T))) % 64 == 0;
   ctx.For(geo.batch * geo.in_rows, cost, [&](int64_t begin, int64_t end) {
     InputGradRowsSimd(geo, w, out_backprop, in_backprop, begin, end, stream);
-#if defined(__AVX2__)
+#if defined(__AVX512F__)
     if (stream) _mm_sfence();  // streamed dx visible before the pool reports done
 #endif
   });
