@@ -28,11 +28,10 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 #if defined(__AVX512F__)
 #include "tf_ops/cpu/zmm_avx512_inl.h"
+#elif defined(__AVX2__)
+#include "tf_ops/cpu/ymm_avx2_inl.h"
 #endif
 
 #include <Eigen/Core>
@@ -210,11 +209,7 @@ inline V LoadAs(const S* p) {
 
 // dx of a large call is written once and not read again by this kernel, so it
 // bypasses the caches (no read-for-ownership of each line, and dy keeps L2).
-// Only whole 64-byte lines, so AVX-512 vectors only: the AVX2 build's two ymm halves
-// of a line are written 8 stores apart, and streamed so they ran well on a quiet Zen 4
-// (s2 C96 @112 1.73-1.85 ms instead of 3.1-4.2) but 1.5-2x slower than cached stores
-// once the machine's memory was busy (6.4-8.4 ms), where AVX-512's whole lines stayed
-// fast (likely partial lines leaving the write-combining buffers as partial writes).
+// Only whole 64-byte lines: AVX-512 vectors here, AVX2 pairs in InputLineBlock.
 template <typename V, typename A>
 inline void StoreDx(A* p, const V& v, bool stream) {
 #if defined(__AVX512F__)
@@ -285,6 +280,38 @@ inline void InputLaneBlocks(const InputTap<S, A>* taps, int64_t ntaps, int64_t j
   for (int q = 0; q < Q; ++q) Store(g_px + l + q * L, acc[q]);
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// Streamed dx at AVX2: pixels p0 .. p0+Q-1 of InputLaneBlock's P, two ymm vectors (one
+// 64-byte line) from lane l, the line's halves streamed back to back. Halves streamed 8
+// stores apart (a vector at a time over 8 pixels) left lines half written in the
+// write-combining buffers: on a Zen 4 with busy memory 1.5-2x slower than cached stores.
+template <typename A, typename S, int Q>
+inline void InputLineBlock(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, int64_t l, int64_t cm,
+                           A* g_px, int64_t g_step, int64_t dy_step, int p0) {
+  using Y = Ymm<A>;
+  using V = typename SimdOf<A>::Type;
+  constexpr int64_t L = Y::kLanes;
+  V lo[Q], hi[Q];
+#pragma GCC unroll 4
+  for (int p = 0; p < Q; ++p) lo[p] = hi[p] = V{};
+  for (int64_t t = 0; t < ntaps; ++t) {
+    const V w_lo = Load<V>(taps[t].w + l), w_hi = Load<V>(taps[t].w + l + L);
+    const S* dy = taps[t].dy_row + (j0 + taps[t].ow_offset) * cm + l + p0 * dy_step;
+#pragma GCC unroll 4
+    for (int p = 0; p < Q; ++p) {
+      lo[p] += LoadAs<V>(dy + p * dy_step) * w_lo;
+      hi[p] += LoadAs<V>(dy + p * dy_step + L) * w_hi;
+    }
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < Q; ++p) {
+    A* out = g_px + (p0 + p) * g_step + l;
+    Y::Stream(out, reinterpret_cast<const typename Y::Vec&>(lo[p]));
+    Y::Stream(out + L, reinterpret_cast<const typename Y::Vec&>(hi[p]));
+  }
+}
+#endif
+
 // All lanes of P columns: full vectors, then one lane at a time.
 template <typename S, typename A, int P>
 inline void InputPixels(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, int64_t cm, A* g_px,
@@ -298,6 +325,15 @@ inline void InputPixels(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, i
       InputLaneBlocks<V, A, S, kQ>(taps, ntaps, j0, l, cm, g_px);
     }
   }
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if constexpr (P > 1) {
+    // Streaming needs whole lines a pixel, so this covers every lane.
+    for (; stream && l + 2 * kLanes<V, A> <= cm; l += 2 * kLanes<V, A>) {
+      InputLineBlock<A, S, P < 4 ? P : 4>(taps, ntaps, j0, l, cm, g_px, g_step, dy_step, 0);
+      if constexpr (P > 4) InputLineBlock<A, S, P - 4>(taps, ntaps, j0, l, cm, g_px, g_step, dy_step, 4);
+    }
+  }
+#endif
   for (; l + kLanes<V, A> <= cm; l += kLanes<V, A>) {
     InputLaneBlock<V, A, S, P>(taps, ntaps, j0, l, cm, g_px, g_step, dy_step, stream);
   }
@@ -882,7 +918,7 @@ bool DepthwiseInputNhwc(const CpuContext& ctx, const ConvGeometry& geo, const T*
                       (geo.in_depth * static_cast<int64_t>(sizeof(T))) % 64 == 0;
   ctx.For(geo.batch * geo.in_rows, cost, [&](int64_t begin, int64_t end) {
     InputGradRowsSimd(geo, w, out_backprop, in_backprop, begin, end, stream);
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
     if (stream) _mm_sfence();  // streamed dx visible before the pool reports done
 #endif
   });
