@@ -91,10 +91,11 @@ ACCUMULATES_IN = {"float16": "float32", "bfloat16": "float32", "float32": "float
 SLACK = 2.5
 
 
-def tolerance(dtype, reduction_length, cancellation=1.0):
+def tolerance(dtype, reduction_length, cancellation=1.0, accumulator=None):
     """The budget for relative_error(result, exact) of a `dtype` gradient whose elements
     each sum `reduction_length` products, `exact` computed in float64 from the same
-    (already rounded) inputs.
+    (already rounded) inputs. `accumulator`: the dtype the sums run in, when not ours
+    (ACCUMULATES_IN; the tests judge some of TF's float16 kernels, which sum in float16).
 
     Rounding the result to `dtype` costs at most u(dtype) in this norm. Summing n terms
     of random sign in the accumulator costs about sqrt(n) u(accumulator) (probabilistic
@@ -109,7 +110,7 @@ def tolerance(dtype, reduction_length, cancellation=1.0):
     # rounding error still grows about as sqrt(n) u (a random walk over partial sums of
     # one sign): a ratio below 1 budgets as 1.
     cancellation = max(1.0, cancellation)
-    accumulation = math.sqrt(n) * cancellation * UNIT_ROUNDOFF[ACCUMULATES_IN[dtype]]
+    accumulation = math.sqrt(n) * cancellation * UNIT_ROUNDOFF[accumulator or ACCUMULATES_IN[dtype]]
     return SLACK * (UNIT_ROUNDOFF[dtype] + accumulation)
 
 
