@@ -74,7 +74,12 @@ bool DirectInputBf16Applies(const SelectionInput& in) {
 }
 // Below AVX-512 the ymm tiles (6 input channels x 2 vectors) lost to the Eigen GEMM
 // rows on 1x1 stride-1 layers (64->256 @56 10.5 vs 6.8 ms) and on the 3-channel stem
-// (half a tile of channels: 34.8 vs 20.7 ms), float32, 2 threads, AMD EPYC.
+// (half a tile of channels: 34.8 vs 20.7 ms), float32, 2 threads, AMD EPYC. On 1x1
+// they still do on a Zen 4 capped to AVX2 (kernel only, alternated, several runs):
+// direct / GEMM time 1.26-1.47 (64->256 and 256->64 @56, 1024->256 @14); the same
+// tiles over per-thread packed chunks of dy, the next chunk prefetched, 0.82-0.90 on
+// 64->256 @56 but 0.82-1.11 on 256->64 @56 and 1.08-1.40 on 512->128 @28 and
+// 1024->256 @14: no row, the GEMM rows keep 1x1.
 bool YmmFilterTilesLose(const SelectionInput& in) {
   return in.isa < Isa::kAvx512 && (PointwiseApplies(in) || in.geo->group_in_depth() < 8);
 }
