@@ -356,14 +356,18 @@ void CheckGroupPairs(Tally* tally) {
 // Groups of 8 floats at AVX-512 run two to a zmm on the direct tiles, lanes zipped (the
 // input gradient at stride 1, the filter gradient at any), the last alone when the
 // count is odd: every pairing, half and NCHW through the front end, strides,
-// dilations, padded columns, and filter gradients over several blocks of rows.
+// dilations, padded columns, and filter gradients over several blocks of rows. At
+// stride 1 a filter row's three taps run together (ZippedRowRun, ZippedFilterRowTaps):
+// rows of 1 and 2 columns, pads past the filter's reach (columns no tap meets), and
+// dilation 3 take their edge paths.
 void CheckZippedPairs(Tally* tally) {
   if (cpu::BestSupportedIsa() < cpu::Isa::kAvx512) return;
   cpu::SetActiveIsa(cpu::Isa::kAvx512);
   struct Case {
     int64_t h, w, groups, stride, dilation, pad;
   } cases[] = {{11, 13, 2, 1, 1, 1}, {9, 10, 3, 1, 1, 1}, {7, 9, 7, 1, 1, 0}, {12, 9, 5, 1, 2, 2},
-               {13, 11, 3, 2, 1, 1}, {30, 17, 7, 1, 1, 1}, {31, 23, 4, 2, 1, 0}};
+               {13, 11, 3, 2, 1, 1}, {30, 17, 7, 1, 1, 1}, {31, 23, 4, 2, 1, 0}, {6, 1, 3, 1, 1, 1},
+               {5, 2, 2, 1, 1, 1}, {8, 7, 3, 1, 1, 3}, {13, 12, 2, 1, 3, 0}};
   for (const Case& c : cases) {
     for (OpKind op : {OpKind::kConv2DBackpropInput, OpKind::kConv2DBackpropFilter}) {
       if (op == OpKind::kConv2DBackpropInput && c.stride > 1) continue;  // strided input: the permutes

@@ -120,6 +120,29 @@ inline __m512 ZipLoad(const float* p, bool lone) {
   const __m512 v = _mm512_maskz_loadu_ps(lone ? 0x00ff : 0xffff, p);
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), v);
 }
+// A 64-bit broadcast (ZipBroadcast) takes a shuffle slot next to the FMAs on a Zen 4
+// (both double-pumped at zmm): in a loop of broadcasts and FMAs alone, 0.7 FMA a cycle
+// with a broadcast an FMA, 0.95 with none. So the zipped tiles below share each
+// broadcast between the taps of a filter row where they can.
+//
+// A tap run of 3 taps one dy pixel apart (a filter row's taps, merged by AppendTap):
+// dx pixel r reads dy pixel r + j through the run's tap j, so each dy pair broadcast
+// feeds up to 3 of the R pixels. d: pixel 0's dy at the run's start, w its filter
+// (8 output-channel pairs a tap, 16 lanes each).
+template <int R>
+inline void ZippedRowRun(const float* d, const float* w, __m512 (&acc)[R][1]) {
+  for (int c = 0; c < 8; ++c) {
+    const __m512 w0 = _mm512_loadu_ps(w + c * 16), w1 = _mm512_loadu_ps(w + (8 + c) * 16),
+                 w2 = _mm512_loadu_ps(w + (16 + c) * 16);
+#pragma GCC unroll 16
+    for (int q = 0; q < R + 2; ++q) {
+      const __m512 b = ZipBroadcast(d + q * 16 + 2 * c);
+      if (q < R) acc[q][0] = _mm512_fmadd_ps(b, w0, acc[q][0]);
+      if (q >= 1 && q <= R) acc[q - 1][0] = _mm512_fmadd_ps(b, w1, acc[q - 1][0]);
+      if (q >= 2) acc[q - 2][0] = _mm512_fmadd_ps(b, w2, acc[q - 2][0]);
+    }
+  }
+}
 #endif
 template <typename T, int R, int V, int kDyStride, bool kPair, bool kZip = false>
 inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap* taps, int ntaps,
@@ -138,6 +161,15 @@ inline void DirectInputTile(const T* dy, int64_t dy_stride, const DirectTap* tap
     const T* d = dy + taps[t].dy_offset;
     const T* w = w_block + taps[t].w_offset;
     const int64_t channels = taps[t].channels;
+    if constexpr (kZip) {
+      static_assert(kDyStride == 16, "zipped dy pixels lie a pair's 16 lanes apart");
+#if defined(__AVX512F__)
+      if (channels == 3 * 8) {  // ZippedRowRun (3x3, ResNeXt g32 256->256 @28: 0.86x the time)
+        ZippedRowRun<R>(d, w, acc);
+        continue;
+      }
+#endif
+    }
     for (int64_t co = 0; co < channels; ++co, w += kPair ? kLanes : kLanes * V) {
       typename Vreg<T>::Vec wv[V];
 #pragma GCC unroll 4
@@ -955,6 +987,70 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
   }
 }
 
+#if defined(__AVX512F__)
+// The zipped tile for the KW = 3 taps of one filter row at once, along rows of unit
+// column stride: x column iw meets dy column ow = iw + pad_left - kw * dil through tap
+// kw, so one broadcast x pair feeds all three taps' products (24 accumulators). A
+// 64-bit broadcast takes a shuffle slot next to the FMAs on a Zen 4 (both double-pumped
+// at zmm): in a loop of broadcasts and FMAs alone, 0.7 FMA a cycle with one broadcast
+// an FMA, 0.95 with none. Pixels are summed in the same order as DirectFilterTile's,
+// so the sums are the same bits. segs: x at column 0 of an input row, dy at column 0
+// of the dy row that reads it through this filter row; dw at tap (kh, 0), taps
+// tap_stride apart.
+inline void ZippedFilterRowTaps(const FilterSegment<float>* segs, int nsegs, int64_t in_cols, int64_t out_cols,
+                                int64_t pad_left, int64_t dil, bool first, float* dw, int64_t tap_stride,
+                                int64_t dw_stride, bool lone) {
+  constexpr int R = 8, KW = 3;
+  __m512 acc[KW][R];
+#pragma GCC unroll 3
+  for (int kw = 0; kw < KW; ++kw) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      acc[kw][r] = first ? _mm512_setzero_ps() : ZipLoad(dw + kw * tap_stride + r * dw_stride, lone);
+    }
+  }
+  // The columns [lo, hi) whose three taps all meet a dy column.
+  const int64_t lo = std::min(in_cols, std::max<int64_t>(0, (KW - 1) * dil - pad_left));
+  const int64_t hi = std::max(lo, std::min(in_cols, out_cols - pad_left));
+  for (int s = 0; s < nsegs; ++s) {
+    const float* x = segs[s].x;
+    int64_t iw = 0;
+    while (iw < in_cols) {
+      if (iw == lo && lo < hi) {
+        for (; iw < hi; ++iw) {
+          const float* d = segs[s].dy + (iw + pad_left) * 16;  // tap 0's dy column
+          const __m512 d0 = _mm512_loadu_ps(d), d1 = _mm512_loadu_ps(d - dil * 16),
+                       d2 = _mm512_loadu_ps(d - 2 * dil * 16);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const __m512 b = ZipBroadcast(x + iw * 16 + 2 * r);
+            acc[0][r] = _mm512_fmadd_ps(b, d0, acc[0][r]);
+            acc[1][r] = _mm512_fmadd_ps(b, d1, acc[1][r]);
+            acc[2][r] = _mm512_fmadd_ps(b, d2, acc[2][r]);
+          }
+        }
+        continue;
+      }
+      // An edge column: only the taps that meet a dy column.
+#pragma GCC unroll 3
+      for (int kw = 0; kw < KW; ++kw) {
+        const int64_t ow = iw + pad_left - kw * dil;
+        if (ow < 0 || ow >= out_cols) continue;
+        const __m512 dv = _mm512_loadu_ps(segs[s].dy + ow * 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[kw][r] = _mm512_fmadd_ps(ZipBroadcast(x + iw * 16 + 2 * r), dv, acc[kw][r]);
+      }
+      ++iw;
+    }
+  }
+#pragma GCC unroll 3
+  for (int kw = 0; kw < KW; ++kw) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) UnzipStore(dw + kw * tap_stride + r * dw_stride, acc[kw][r], false, lone);
+  }
+}
+#endif
+
 template <typename T, typename In, int V, bool kPlanarX, bool kZip = false>
 void DirectFilterTileAnyRows(int rows, const FilterSegment<In>* segs, int nsegs, int64_t x_stride,
                              int64_t x_planes, int64_t x_ahead, int64_t dy_stride, bool first, T* dw,
@@ -1064,6 +1160,27 @@ inline int64_t MaxFilterXRows(const ConvGeometry& g, int64_t block_rows) {
   return most;
 }
 
+// The pixel runs of filter row kh over dy rows [r0, r1), `count` pixels each: one a dy
+// row whose input row through kh lies in the image, x at x_rows plus that input row's
+// offset from the block's first (FilterXRows) in rows of x_row_elems, dy at dy_rows plus
+// the dy row's offset from r0 in rows of dy_row_elems. Returns how many.
+template <typename In>
+int FilterRowSegments(const ConvGeometry& g, int64_t kh, int64_t r0, int64_t r1, const In* x_rows,
+                      int64_t x_row_elems, const In* dy_rows, int64_t dy_row_elems, int64_t count,
+                      FilterSegment<In>* segs) {
+  int64_t first = 0;
+  FilterXRows(g, r0, r1, &first);
+  int nsegs = 0;
+  for (int64_t row = r0; row < r1; ++row) {
+    const int64_t n = row / g.out_rows, oh = row % g.out_rows;
+    const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
+    if (ih < 0 || ih >= g.in_rows) continue;
+    segs[nsegs++] = FilterSegment<In>{x_rows + (n * g.in_rows + ih - first) * x_row_elems,
+                                      dy_rows + (row - r0) * dy_row_elems, count};
+  }
+  return nsegs;
+}
+
 // kPlanarX: x in NCHW (dy is always NHWC). accumulate: add to dW instead of
 // overwriting it (NCHW takes the batch in chunks).
 template <typename T, int V, typename In = T, bool kPlanarX = false>
@@ -1090,7 +1207,13 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
   // taps. In x and dy themselves a pixel's group lies a row of all channels from the
   // next pixel's, a multiple of 4 KiB at 1024 floats, so the pixels a tile reads all
   // fall into the same few L1 sets (3x3 g32 1024->1024 @7, one thread: 8.1 ms with
-  // the gathers below, 10.5 without, 4.3 packed).
+  // the gathers below, 10.5 without, 4.3 packed). Where the packed time went (3x3 g32
+  // 256->256 @28, zipped pairs, Zen 4, inputs from DRAM, one thread, a tap a unit):
+  // 4.0-4.2 ms, the tiles alone 2.8 (one 64-bit broadcast an FMA, see ZippedRowRun),
+  // the packing alone 1.4-1.5 (one 64-byte line a pixel, ~10 GB/s; 0.8-1.1 ms from L3;
+  // the same with x and dy on huge pages, so not the TLB). Prefetching the next group's
+  // lines into L2 during this group's tiles, a line a pixel: 0.90x with one thread but
+  // 0.97-1.02x with two (they share DRAM); packed blocks of 1.5 or 3 MiB: no change.
   const bool pack = !kPlanarX && g.groups > 1;
   const int64_t row_bytes =
       (g.out_cols * cout + g.in_cols * cin) * static_cast<int64_t>(sizeof(In));
@@ -1190,6 +1313,30 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
       }
     }
   };
+#if defined(__AVX512F__)
+  if constexpr (kCanZip) {
+    // Zipped 3-wide filters at unit column stride: a unit is a pair's filter row, its
+    // three taps summed together (ZippedFilterRowTaps; 3x3, 2 threads, Zen 4, kernel
+    // only, both alternated: ResNeXt g32 256->256 @28 0.80-0.82x the time of a tap a
+    // unit, g16 128->128 @56 0.83x, RegNetX w8 56->56 @28 0.79-0.94x).
+    if (zip && kw_n == 3 && g.stride_cols == 1) {
+      auto row_segments = [&](int64_t kh, int64_t r0, int64_t r1, FilterSegment<In>* segs, In* scratch) {
+        return FilterRowSegments(g, kh, r0, r1, scratch, g.in_cols * x_depth, scratch + packed_x,
+                                 g.out_cols * dy_depth, g.out_cols, segs);
+      };
+      auto row_tile = [&](int64_t kh, int64_t group, int64_t, int, const FilterSegment<In>* segs, int nsegs,
+                          bool first_block, In*) {
+        ZippedFilterRowTaps(segs, nsegs, g.in_cols, g.out_cols, g.pad_left, g.dilation_cols,
+                            first_block && !accumulate, dw + kh * kw_n * cg * cout + 2 * group * og, cg * cout,
+                            cout, 2 * group + 1 == g.groups);
+      };
+      ForFilterUnits<FilterSegment<In>, In>(ctx, g.filter_rows, unit_groups, cg, R, rows_total, block_rows,
+                                            rows_total * g.out_cols * R * og * kw_n, scratch_count, enter,
+                                            row_segments, row_tile);
+      return;
+    }
+  }
+#endif
   ForFilterUnits<FilterSegment<In>, In>(ctx, taps, unit_groups, cg, R, rows_total, block_rows,
                                         rows_total * g.out_cols * R * og, scratch_count, enter, segments, tile);
 }
@@ -1258,18 +1405,9 @@ bool DirectFilterGradFusedRows(const CpuContext& ctx, const ConvGeometry& g, con
     }
   };
   auto segments = [&](int64_t kh, int64_t r0, int64_t r1, FilterSegment<T>* segs, T* scratch) {
-    int64_t first = 0;
-    FilterXRows(g, r0, r1, &first);
-    int nsegs = 0;
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t n = row / g.out_rows, oh = row % g.out_rows;
-      const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
-      if (ih < 0 || ih >= g.in_rows) continue;
-      // Padded column 0 is x column -pad_left, where dy column 0's window starts.
-      segs[nsegs++] = FilterSegment<T>{scratch + (n * g.in_rows + ih - first) * padded_row,
-                                       dy + row * g.out_cols * cout, g.out_cols};
-    }
-    return nsegs;
+    // Padded column 0 is x column -pad_left, where dy column 0's window starts.
+    return FilterRowSegments(g, kh, r0, r1, scratch, padded_row, dy + r0 * g.out_cols * cout, g.out_cols * cout,
+                             g.out_cols, segs);
   };
   const int64_t co_blocks = cout / (kLanes * V);
   auto tile = [&](int64_t kh, int64_t /*group*/, int64_t c0, int rows, const FilterSegment<T>* segs, int nsegs,

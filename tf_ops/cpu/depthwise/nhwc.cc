@@ -345,7 +345,12 @@ inline void InputPixels(const InputTap<S, A>* taps, int64_t ntaps, int64_t j0, i
 // through the caches: rectangles of two ymm a pixel (1 x 4 or 2 x 2), streamed whole
 // lines or not, ran 1.1-1.7x slower than 2 x 4 of one ymm on a Zen 4 (C32 @112 to
 // C384 @14, kernel only, cold inputs), and prefetching the dy (or dx) columns a block
-// or two ahead changed nothing beyond the noise.
+// or two ahead changed nothing beyond the noise. Nor did (same machine, 2 threads,
+// C32 @112 to C960 @7) a rolling window, lanes outer, the 9 taps in registers and a
+// dy column loaded once for its 3 dx columns (0.93-1.12x today's time), or staging
+// each block's lanes in an L1 buffer to stream whole dx lines from it (0.97-1.02x):
+// C192 @28 takes 0.30 ms with its tensors in L3 and 0.85-0.90 ms from DRAM, so DRAM
+// sets the pace here, not the instructions or their addresses.
 constexpr int kRectRows = kVectorBytes == 64 ? 4 : 2;
 constexpr int kRectCols = 4;
 
