@@ -389,9 +389,9 @@ void ZipGroupPairs(const T* src, int64_t src_stride, bool lone, int64_t pixels, 
 // What the input-gradient units keep in L2 (1 MiB per core here): a block of
 // the packed filter, which every tile of a unit streams once per dx row, or
 // the whole packed filter when it is small enough to sit there next to a band
-// of dy.
+// of dy (about 256 KiB, see `band` below).
 constexpr int64_t kL2BlockBytes = int64_t{768} << 10;
-constexpr int64_t kL2FilterBytes = int64_t{512} << 10;
+constexpr int64_t kL2FilterBytes = int64_t{768} << 10;
 // A thread's padded copy of a band of dy rows is at most this large, or twice a dy image.
 constexpr int64_t kMaxPaddedBandBytes = int64_t{8} << 20;
 // dx sizes from which the input gradient streams its stores (see DirectInputGradImpl).
@@ -468,7 +468,10 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // 16.7 -> 13.3 ms; blocks outermost re-read all of dy per block). So are a
   // grouped layer's blocks, each summing over its group's channels only: one band
   // serves them all as the filter streams past (3x3 g32 1024->1024 @7, 2 threads:
-  // 3.0 ms vs 4.6 ms blocks outermost).
+  // 3.0 ms vs 4.6 ms blocks outermost). A filter of 512-768 KiB (3x3 128->128 float)
+  // counts as fitting: at AVX2 its 8 blocks of 16 channels each re-copied the padded
+  // band (Zen 4, 2 threads, kernel only, alternated: VGG 3x3 128->128 @112 0.86-0.90x
+  // the time, 3x3 s2 128->128 @56 0.90x; AVX-512, 2 blocks of 64: unchanged).
   const bool block_inner =
       g.groups > 1 || taps * cin * og * static_cast<int64_t>(sizeof(T)) <= kL2FilterBytes;
 
