@@ -394,7 +394,6 @@ void ZipGroupPairs(const T* src, int64_t src_stride, bool lone, int64_t pixels, 
 // the whole packed filter when it is small enough to sit there next to a band
 // of dy (about 256 KiB, see `band` below).
 constexpr int64_t kL2BlockBytes = int64_t{768} << 10;
-constexpr int64_t kL2FilterBytes = int64_t{768} << 10;
 // A thread's padded copy of a band of dy rows is at most this large, or twice a dy image.
 constexpr int64_t kMaxPaddedBandBytes = int64_t{8} << 20;
 // dx sizes from which the input gradient streams its stores (see DirectInputGradImpl).
@@ -476,7 +475,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
   // band (Zen 4, 2 threads, kernel only, alternated: VGG 3x3 128->128 @112 0.86-0.90x
   // the time, 3x3 s2 128->128 @56 0.90x; AVX-512, 2 blocks of 64: unchanged).
   const bool block_inner =
-      g.groups > 1 || taps * cin * og * static_cast<int64_t>(sizeof(T)) <= kL2FilterBytes;
+      g.groups > 1 || taps * cin * og * static_cast<int64_t>(sizeof(T)) <= kL2BlockBytes;
 
   // Filter packed as [block][kh][kw from the last][co of the group][kBlock] (bfloat16:
   // [co/2][kBlock][2]): a filter row's taps in the order of the dy columns they read,
@@ -996,10 +995,8 @@ inline void DirectFilterTile(const FilterSegment<In>* segs, int nsegs, int64_t x
 #if defined(__AVX512F__)
 // The zipped tile for the KW = 3 taps of one filter row at once, along rows of unit
 // column stride: x column iw meets dy column ow = iw + pad_left - kw * dil through tap
-// kw, so one broadcast x pair feeds all three taps' products (24 accumulators). A
-// 64-bit broadcast takes a shuffle slot next to the FMAs on a Zen 4 (both double-pumped
-// at zmm): in a loop of broadcasts and FMAs alone, 0.7 FMA a cycle with one broadcast
-// an FMA, 0.95 with none. Pixels are summed in the same order as DirectFilterTile's,
+// kw, so one broadcast x pair feeds all three taps' products (24 accumulators; why
+// that pays: ZippedRowRun). Pixels are summed in the same order as DirectFilterTile's,
 // so the sums are the same bits. segs: x at column 0 of an input row, dy at column 0
 // of the dy row that reads it through this filter row; dw at tap (kh, 0), taps
 // tap_stride apart.
@@ -1020,33 +1017,27 @@ inline void ZippedFilterRowTaps(const FilterSegment<float>* segs, int nsegs, int
   const int64_t hi = std::max(lo, std::min(in_cols, out_cols - pad_left));
   for (int s = 0; s < nsegs; ++s) {
     const float* x = segs[s].x;
-    int64_t iw = 0;
-    while (iw < in_cols) {
-      if (iw == lo && lo < hi) {
-        for (; iw < hi; ++iw) {
-          const float* d = segs[s].dy + (iw + pad_left) * 16;  // tap 0's dy column
-          const __m512 d0 = _mm512_loadu_ps(d), d1 = _mm512_loadu_ps(d - dil * 16),
-                       d2 = _mm512_loadu_ps(d - 2 * dil * 16);
+    for (int64_t iw = 0; iw < in_cols; ++iw) {
+      if (iw < lo || iw >= hi) {  // an edge column: only the taps that meet a dy column
+#pragma GCC unroll 3
+        for (int kw = 0; kw < KW; ++kw) {
+          const int64_t ow = iw + pad_left - kw * dil;
+          if (ow < 0 || ow >= out_cols) continue;
+          const __m512 dv = _mm512_loadu_ps(segs[s].dy + ow * 16);
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) {
-            const __m512 b = ZipBroadcast(x + iw * 16 + 2 * r);
-            acc[0][r] = _mm512_fmadd_ps(b, d0, acc[0][r]);
-            acc[1][r] = _mm512_fmadd_ps(b, d1, acc[1][r]);
-            acc[2][r] = _mm512_fmadd_ps(b, d2, acc[2][r]);
-          }
+          for (int r = 0; r < R; ++r) acc[kw][r] = _mm512_fmadd_ps(ZipBroadcast(x + iw * 16 + 2 * r), dv, acc[kw][r]);
         }
         continue;
       }
-      // An edge column: only the taps that meet a dy column.
-#pragma GCC unroll 3
-      for (int kw = 0; kw < KW; ++kw) {
-        const int64_t ow = iw + pad_left - kw * dil;
-        if (ow < 0 || ow >= out_cols) continue;
-        const __m512 dv = _mm512_loadu_ps(segs[s].dy + ow * 16);
+      const float* d = segs[s].dy + (iw + pad_left) * 16;  // tap 0's dy column
+      const __m512 d0 = _mm512_loadu_ps(d), d1 = _mm512_loadu_ps(d - dil * 16), d2 = _mm512_loadu_ps(d - 2 * dil * 16);
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) acc[kw][r] = _mm512_fmadd_ps(ZipBroadcast(x + iw * 16 + 2 * r), dv, acc[kw][r]);
+      for (int r = 0; r < R; ++r) {
+        const __m512 b = ZipBroadcast(x + iw * 16 + 2 * r);
+        acc[0][r] = _mm512_fmadd_ps(b, d0, acc[0][r]);
+        acc[1][r] = _mm512_fmadd_ps(b, d1, acc[1][r]);
+        acc[2][r] = _mm512_fmadd_ps(b, d2, acc[2][r]);
       }
-      ++iw;
     }
   }
 #pragma GCC unroll 3
