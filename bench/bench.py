@@ -8,8 +8,12 @@ Per shape, op, dtype and layout: median ms of ours and of TF's built-in (timed s
 side in one process, alternating, after a warm-up, chained calls per tf.function:
 COPIES, more for short ops, see copies_for), GFLOP/s (2 x MACs of the forward conv), the
 ratio TF/ours (median of per-round ratios; > 1 means ours is faster), the fraction of
-this machine's peak (GEMM GFLOP/s for conv2d, memory bandwidth over the compulsory bytes
-for depthwise) and our peak scratch memory per call. Rows other than float32 NHWC also
+this machine's peak and our peak scratch memory per call. A conv2d or grouped row's peak
+is the FMA peak of the instruction set ours runs at, on all threads (a register-only
+multiply-add loop in the op library, tf_conv_backprop_fma_peak_gflops; half of it for
+float64), and the summary gives the 3x3 rows' fractions against the 75% goal; TF's GEMM
+is measured too, for scale. A depthwise row's peak is memory bandwidth over the
+compulsory bytes. Rows other than float32 NHWC also
 time our float32 NHWC op on the same shape in the same rounds and report ours /
 ours-f32-NHWC (where TF cannot run there is no TF time to beat, so we bound the cost of
 the layout or dtype instead: NCHW <= 1.5, float64 <= 2.5). Ends with a summary per
@@ -103,6 +107,8 @@ TORCH_TARGETS = {("conv2d", "float32", "NHWC", "avx2"): (1.0, None),
                  ("grouped", "float32", "NHWC", None): (1.0, 0.7)}
 # Anchors timed in other processes, with their column headers.
 ANCHORS = {"torch": "torch/ours", "tf_default": "TFdef/ours"}
+# 3x3 conv2d and grouped rows: the fraction of the FMA peak the summary measures against.
+FMA_PEAK_GOAL = 0.75
 # Grouped rows: TF's forward time / ours, every shape >= this.
 FORWARD_TARGET = 1.0
 # ours / ours-float32-NHWC <= bound.
@@ -127,7 +133,8 @@ def parse_args(argv=None):
     p.add_argument("--json", default="bench_out/bench.json", help="'' to skip")
     p.add_argument("--plot", default="bench_out/bench.png", help="'' to skip")
     p.add_argument("--peak-gflops", type=float,
-                   help="float32 GEMM peak, GFLOP/s (default: measure tf.linalg.matmul)")
+                   help="float32 FMA peak, GFLOP/s (default: measure the library's FMA loop, "
+                        "and TF's GEMM for scale)")
     p.add_argument("--peak-gbs", type=float,
                    help="memory bandwidth, GB/s (default: measure a TF add of 64 MiB arrays)")
     p.add_argument("--isa", choices=sorted(ISA_ENV),
@@ -245,8 +252,8 @@ def median_seconds(fn, repeats=7):
 
 
 def measure_peaks():
-    """Measured here and now: float32 GEMM GFLOP/s (TF's oneDNN matmul, n=2048, all
-    threads) and streaming GB/s (c = a + b on 64 MiB float32 arrays)."""
+    """Measured here and now: float32 GEMM GFLOP/s (TF's matmul, n=2048, all threads) and
+    streaming GB/s (c = a + b on 64 MiB float32 arrays)."""
     n = 2048
     a = tf.random.normal((n, n))
     b = tf.random.normal((n, n))
@@ -259,23 +266,37 @@ def measure_peaks():
     return gflops, gbs
 
 
+def library_function(name, restype, argtypes):
+    """A C function of the op library (through ctypes), None where it has none."""
+    from tf_conv_backprop import _loader
+    # TF must load (and register) the library first: a plain dlopen would run its op
+    # registrations where TF does not look for them.
+    _loader.load_library()
+    try:
+        fn = getattr(ctypes.CDLL(_loader.library_path()), name)
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+def fma_peak_gflops():
+    """float32 GFLOP/s of the library's register-only FMA loop at the instruction set ours
+    runs at (TF_CONV_BACKPROP_ISA caps it), on as many threads as TF's intra-op pool."""
+    fn = library_function("tf_conv_backprop_fma_peak_gflops", ctypes.c_double, [ctypes.c_int])
+    if fn is None:
+        return None
+    threads = (tf.config.threading.get_intra_op_parallelism_threads()
+               or len(os.sched_getaffinity(0)))
+    return fn(threads)
+
+
 class Scratch:
     """Our peak scratch bytes per call, read from the op library through ctypes."""
 
     def __init__(self):
-        import tf_conv_backprop
-        from tf_conv_backprop._loader import load_library
-        # TF must load (and register) the library first: a plain dlopen would run its
-        # op registrations where TF does not look for them.
-        load_library()
-        # The library the loader loaded: TF_CONV_BACKPROP_LIBRARY when set.
-        path = os.environ.get("TF_CONV_BACKPROP_LIBRARY") or os.path.join(
-            os.path.dirname(tf_conv_backprop.__file__), "_conv_backprop_ops.so")
-        try:
-            self.fn = ctypes.CDLL(path).tf_conv_backprop_scratch_peak_bytes
-            self.fn.restype, self.fn.argtypes = ctypes.c_int64, [ctypes.c_int]
-        except (OSError, AttributeError):
-            self.fn = None
+        self.fn = library_function("tf_conv_backprop_scratch_peak_bytes", ctypes.c_int64,
+                                   [ctypes.c_int])
 
     def reset(self):
         if self.fn:
@@ -395,7 +416,8 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
 
     flops = problem.flops
     ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    row = {"family": layer.family, "shape": layer.label, "op": spec.key, "grad": spec.computes,
+    row = {"family": layer.family, "shape": layer.label, "k": layer.k, "op": spec.key,
+           "grad": spec.computes,
            "dtype": dtype, "layout": layout, "xla": xla, "batch": batch, "copies": copies,
            "rounds": args.rounds, "gflop": flops / 1e9, "ours_ms": ms["ours"],
            "ours_gflops": flops / ms["ours"] / 1e6, "tf_ms": ms.get("tf"),
@@ -418,7 +440,7 @@ def bench_case(layer, spec, dtype, layout, batch, args, peaks, scratch, xla=Fals
            "variant": variant,
            "spread_ours": (max(times["ours"]) - min(times["ours"])) / min(times["ours"])}
     if not layer.depthwise:  # conv2d and grouped
-        peak = peaks["gflops"] / (2 if dtype == "float64" else 1)
+        peak = peaks["fma_gflops"] / (2 if dtype == "float64" else 1)
         row["peak_fraction"] = row["ours_gflops"] / peak
     else:
         row["peak_fraction"] = compulsory_bytes(problem) / (ms["ours"] * 1e-3) / 1e9 / peaks["gbs"]
@@ -505,6 +527,14 @@ def summarize(rows, isa=None):
                     verdict, fields = judge(anchor, anchor_target)
                     entry["torch_target"] = fields
                     text += f" ({verdict})"
+        fractions = [r["peak_fraction"] for r in rs if r["family"] != "depthwise" and r["k"] == 3]
+        if fractions:
+            reach = sum(f >= FMA_PEAK_GOAL for f in fractions)
+            entry.update(median_3x3_fma_fraction=statistics.median(fractions),
+                         min_3x3_fma_fraction=min(fractions), max_3x3_fma_fraction=max(fractions))
+            text += (f"; 3x3 rows at {statistics.median(fractions):.0%} of the FMA peak median "
+                     f"({min(fractions):.0%}-{max(fractions):.0%}; goal {FMA_PEAK_GOAL:.0%}: "
+                     f"{reach} of {len(fractions)} reach it)")
         forwards = [r["forward_over_ours"] for r in rs if r.get("forward_over_ours") is not None]
         if forwards:
             slower = sum(f < FORWARD_TARGET for f in forwards)
@@ -577,11 +607,16 @@ def main(argv=None):
     if bad:
         raise SystemExit(f"--configs: expected dtype:layout or dtype:layout:xla, got {bad}")
     if args.peak_gflops and args.peak_gbs:
-        gflops, gbs = args.peak_gflops, args.peak_gbs
+        fma, gemm, gbs = args.peak_gflops, None, args.peak_gbs
     else:
-        gflops, gbs = measure_peaks()
-        gflops, gbs = args.peak_gflops or gflops, args.peak_gbs or gbs
-    peaks = {"gflops": gflops, "gbs": gbs}
+        fma = args.peak_gflops or fma_peak_gflops()
+        gemm, gbs = measure_peaks()
+        gbs = args.peak_gbs or gbs
+        if fma is None:
+            print("note: the op library has no FMA peak loop; conv2d rows use TF's GEMM as "
+                  "their peak", file=sys.stderr)
+            fma = gemm
+    peaks = {"fma_gflops": fma, "gemm_gflops": gemm, "gbs": gbs}
     scratch = Scratch()
     anchors = {}
     if "torch" in args.anchors.split(","):
@@ -592,7 +627,9 @@ def main(argv=None):
     if args.isa:
         anchors["tf_default"] = tf_default_anchor()
     print(f"TF {tf.__version__}, {os.cpu_count()} CPUs, {cpu_description()}; "
-          f"peaks: float32 GEMM {gflops:.0f} GFLOP/s, bandwidth {gbs:.0f} GB/s; "
+          f"peaks: float32 FMA {fma:.0f} GFLOP/s"
+          + (f" (TF's GEMM {gemm:.0f}, {gemm / fma:.0%} of it)" if gemm else "")
+          + f", bandwidth {gbs:.0f} GB/s; "
           f"ISA variant: {os.environ.get('TF_CONV_BACKPROP_ISA', 'best supported')}; TF oneDNN: "
           f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default')} (max ISA "
           f"{os.environ.get('ONEDNN_MAX_CPU_ISA', 'any')}); "

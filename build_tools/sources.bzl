@@ -6,6 +6,7 @@ CORE_SRCS = [
     "tf_ops/core/geometry.cc",
     "tf_ops/core/scratch.cc",
     "tf_ops/cpu/engine.cc",
+    "tf_ops/cpu/fma_peak.cc",
     "tf_ops/cpu/isa_dispatch.cc",
     "tf_ops/cpu/parallel_for.cc",
     "tf_ops/cpu/select.cc",

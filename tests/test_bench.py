@@ -31,13 +31,15 @@ def test_bench_rows_name_their_variant(tmp_path):
 
 def test_bench_grouped_rows_at_a_capped_isa(tmp_path):
     """A grouped layer at --isa avx2: TF's forward time is its reference (fwd/ours), the
-    JSON names the CPU and the oneDNN cap, and ours ran a variant of the table."""
+    JSON names the CPU and the oneDNN cap, and ours ran a variant of the table. The FMA
+    peak is measured (by the library's loop at the capped ISA): the rows' fraction of the
+    peak and the summary's 3x3 line come from it."""
     out = tmp_path / "bench.json"
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "bench", "bench.py"), "--family", "grouped",
          "--shape", "g32 1024->1024", "--configs", "float32:NHWC", "--rounds", "1",
-         "--batch", "1", "--peak-gflops", "100", "--peak-gbs", "10", "--isa", "avx2",
+         "--batch", "1", "--peak-gbs", "10", "--isa", "avx2",
          "--json", str(out), "--plot", ""],
         env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -50,3 +52,10 @@ def test_bench_grouped_rows_at_a_capped_isa(tmp_path):
         assert "error" not in row, row
         assert row["variant"] in names, row
         assert row["forward_over_ours"] is not None, row
+    fma = report["peaks"]["fma_gflops"]
+    assert fma > 0 and report["peaks"]["gemm_gflops"] > 0, report["peaks"]
+    for row in report["rows"]:
+        assert abs(row["peak_fraction"] - row["ours_gflops"] / fma) < 1e-9 * fma, row
+    (summary,) = report["summary"]
+    assert summary["median_3x3_fma_fraction"] > 0, summary
+

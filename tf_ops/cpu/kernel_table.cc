@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 
 #include "tf_ops/cpu/isa_kernels.h"
+#include "tf_ops/cpu/simd_vec_inl.h"
 
 namespace tf_conv_backprop {
 namespace cpu {
@@ -66,6 +67,28 @@ void FillRow(KernelFn (&row)[kNumDtypes]) {
 #undef TCB_DTYPE_ENTRY
 }
 
+// Twelve independent chains: enough to keep two FMA pipes of 4-5 cycles' latency
+// busy, and they fit AVX2's 16 registers. scale < 1 keeps the values finite.
+int64_t FmaPeakLoop(int64_t iterations, float* sink) {
+  constexpr int kChains = 12;
+  constexpr int64_t kFloatLanes = kLanes<VecF, float>;
+  VecF acc[kChains], scale, step;
+  for (int64_t l = 0; l < kFloatLanes; ++l) {
+    scale[l] = 0.999f;
+    step[l] = 1e-3f;
+  }
+  for (int c = 0; c < kChains; ++c) acc[c] = step * static_cast<float>(c);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * scale + step;
+  }
+  float sum = 0;
+  for (int c = 0; c < kChains; ++c) {
+    for (int64_t l = 0; l < kFloatLanes; ++l) sum += acc[c][l];
+  }
+  *sink = sum;
+  return iterations * kChains * kFloatLanes * 2;
+}
+
 KernelTable MakeTable() {
   KernelTable t{};
 #define TCB_CPU_VARIANT(name, ...) FillRow<Entry_##name>(t.kernels[static_cast<int>(Variant::name)]);
@@ -76,6 +99,7 @@ KernelTable MakeTable() {
   t.transpose[static_cast<int>(LayoutPairOf<From, To>())] = &ErasedTranspose<From, To>;
   TF_CONV_BACKPROP_FOR_EACH_LAYOUT_PAIR(TCB_LAYOUT_ENTRY)
 #undef TCB_LAYOUT_ENTRY
+  t.fma_peak_loop = &FmaPeakLoop;
   return t;
 }
 

@@ -51,10 +51,17 @@ using ConvertFn = void (*)(const void* src, void* dst, int64_t count);
 using TransposeFn = void (*)(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
                              int64_t rows, int64_t cols, bool stream);
 
+// Multiply-adds on this build's widest float vector, registers only; returns the flops
+// done and stores a sum of the results in *sink so that none can be dropped. What an
+// inner loop without a single load could reach: the FMA peak that `make bench` reports
+// the conv2d rows against (tf_conv_backprop_fma_peak_gflops, cpu/fma_peak.cc).
+using FmaPeakLoopFn = int64_t (*)(int64_t iterations, float* sink);
+
 struct KernelTable {
   KernelFn kernels[kNumVariants][kNumDtypes];  // null: not in this build or dtype
   ConvertFn convert[static_cast<int>(LayoutPair::kCount)];
   TransposeFn transpose[static_cast<int>(LayoutPair::kCount)];
+  FmaPeakLoopFn fma_peak_loop;
 
   KernelFn Kernel(Variant v, Dtype d) const {
     return kernels[static_cast<int>(v)][static_cast<int>(d)];
