@@ -660,6 +660,25 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     return RowSpan{std::max<int64_t>(0, CeilDiv(ih0 + g.pad_top - reach, sh)),
                    std::min(g.out_rows - 1, (ih1 - 1 + g.pad_top) / sh)};
   };
+  // While a band's units run one after another (blocks inner), the next band's dy
+  // rows come into L2, a share per step of a unit (a dx row), so that the next band
+  // does not wait on memory: its copy in the row path, its tiles' first block in the
+  // pointwise one.
+  struct DyRange {
+    const T* data = nullptr;
+    int64_t count = 0;
+  };
+  auto next_band_dy = [&](int64_t image_band) {
+    const RowSpan next = band_dy_rows(image_band + 1);
+    if (!block_inner || image_band + 1 >= g.batch * bands || next.lo > next.hi) return DyRange{};
+    return DyRange{dy + ((image_band + 1) / bands * g.out_rows + next.lo) * g.out_cols * cout,
+                   (next.hi + 1 - next.lo) * g.out_cols * cout};
+  };
+  auto prefetch_share = [&](const DyRange& next, int64_t ub, int64_t steps, int64_t step) {
+    const int64_t share = CeilDiv(next.count, unit_blocks * steps);
+    const int64_t ahead = std::min(next.count, (ub * steps + step) * share);
+    Prefetch(next.data + ahead, std::min(share, next.count - ahead));
+  };
   const int64_t work = band * g.in_cols * taps * kBlock * og;
   const int64_t classes = std::min(sw, g.in_cols);  // column classes rho
   if (by_image) {
@@ -717,8 +736,7 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
     ScratchVector<int64_t> class_start;  // (ih - ih0) * classes + rho -> first band_taps entry
     int64_t prepared = -1;   // the image band rows_buf and the tap list hold
     int64_t first_group = 0;  // the first group in rows_buf
-    const T* next_rows = nullptr;  // the next image band's dy rows (next_count values)
-    int64_t next_count = 0;
+    DyRange next_band;  // the next image band's dy rows
     for (int64_t u = begin; u < end; ++u) {
       const int64_t ub = block_inner ? u % unit_blocks : u / units_per_block;
       const int64_t image_band = block_inner ? u / unit_blocks : u % units_per_block;
@@ -729,10 +747,20 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const bool lone = zip && 2 * b + 1 == g.groups;  // a zipped block with one group
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
       const T* dy_n = dy + n * dy_image;
-      if (pointwise) {  // the band's pixels are one contiguous row in dy and dx
+      if (pointwise) {
+        // The band's pixels are one contiguous run in dy and dx, taken a dx row's worth
+        // of whole tiles at a time, each step prefetching its share of the next band
+        // (AVX2, 2 threads, kernel only, alternated: 1x1 64->256 @56 0.84-0.98x the
+        // time, 3 runs; 1x1 256->64 @56 and 1024->256 @14, and AVX-512, 0.95-1.04).
         const DirectTap tap{0, 0, og};
-        RunRow(dy_n + ih0 * g.in_cols * cout + group * og, cout, &tap, 1, w_block, nblocks,
-               dx + n * dx_image + ih0 * g.in_cols * cin + b * kBlock, cin, (ih1 - ih0) * g.in_cols);
+        const DyRange next = next_band_dy(image_band);
+        const int64_t pixels = (ih1 - ih0) * g.in_cols, piece = CeilDiv(g.in_cols, int64_t{R}) * R;
+        for (int64_t step = 0; step * piece < pixels; ++step) {
+          prefetch_share(next, ub, ih1 - ih0, step);
+          const int64_t p0 = ih0 * g.in_cols + step * piece;
+          RunRow(dy_n + p0 * cout + group * og, cout, &tap, 1, w_block, nblocks, dx + n * dx_image + p0 * cin + b * kBlock,
+                 cin, std::min(piece, pixels - step * piece));
+        }
         continue;
       }
       const RowSpan dy_rows = band_dy_rows(image_band);
@@ -788,23 +816,14 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
           }
         }
         class_start.push_back(static_cast<int64_t>(band_taps.size()));
-        // A band's units run one after another (blocks inner); while they compute, the
-        // next band's dy rows come into L2, a share per dx row, so that its copy does not
-        // wait on memory (2 threads: 3x3 g32 256->256 @28 2.87 -> 2.62 ms, g32 512->512
-        // @14 1.40 -> 1.35 ms, RegNetX w16 64->64 @28 0.72 -> 0.70 ms; others unchanged).
-        const RowSpan next = band_dy_rows(image_band + 1);
-        next_count = 0;
-        if (block_inner && image_band + 1 < g.batch * bands && next.lo <= next.hi) {
-          next_rows = dy + ((image_band + 1) / bands * g.out_rows + next.lo) * g.out_cols * cout;
-          next_count = (next.hi + 1 - next.lo) * g.out_cols * cout;
-        }
+        // The next band's dy rows come into L2 while this band computes (2 threads: 3x3
+        // g32 256->256 @28 2.87 -> 2.62 ms, g32 512->512 @14 1.40 -> 1.35 ms, RegNetX
+        // w16 64->64 @28 0.72 -> 0.70 ms; others unchanged).
+        next_band = next_band_dy(image_band);
       }
       const T* src = copied_rows ? rows_buf.data() + (slab_of(b) - first_group) * slab : dy_n;
-      // The band's blocks x rows steps each prefetch an equal share of the next band.
-      const int64_t share = CeilDiv(next_count, unit_blocks * (ih1 - ih0));
       for (int64_t ih = ih0; ih < ih1; ++ih) {
-        const int64_t ahead = std::min(next_count, (ub * (ih1 - ih0) + ih - ih0) * share);
-        Prefetch(next_rows + ahead, std::min(share, next_count - ahead));
+        prefetch_share(next_band, ub, ih1 - ih0, ih - ih0);
         T* dx_block = dx + n * dx_image + ih * g.in_cols * cin + b * kBlock;
         for (int64_t rho = 0; rho < classes; ++rho) {
           const int64_t at = (ih - ih0) * classes + rho, first = class_start[at];
