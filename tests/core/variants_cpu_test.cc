@@ -392,6 +392,29 @@ void CheckZippedPairs(Tally* tally) {
   }
 }
 
+// A dense input gradient whose packed filter is past the L2 budget, on row tiles (batch
+// 2: no image tiles): its blocks run in chunks that fit, a band's units inner to its
+// chunk, the last chunk shorter (3x3 256->256: 16 blocks in chunks of 5 at AVX2), the
+// chunk packed lazily per thread; with padded columns copied, dilation, stride.
+void CheckFilterChunks(Tally* tally) {
+  struct Case {
+    int64_t stride, dilation, pad;
+  } cases[] = {{1, 1, 1}, {1, 2, 2}, {2, 1, 1}};
+  for (cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    if (cpu::BestSupportedIsa() < isa) continue;
+    cpu::SetActiveIsa(isa);
+    for (const Case& c : cases) {
+      for (cpu::Dtype dtype : {cpu::Dtype::kFloat, cpu::Dtype::kDouble}) {
+        ConvGeometry g;
+        const bool made = GroupedGeometry(7, 19, 1, 256, c.stride, c.dilation, c.pad, &g);
+        const double err = made ? RunAgainstReference(dtype, OpKind::kConv2DBackpropInput, g, 31 + c.pad) : 1;
+        const bool direct = cpu::LastRun(OpKind::kConv2DBackpropInput) == static_cast<int>(cpu::Variant::conv2d_input_direct);
+        Record(err <= Tolerance(dtype) && direct, "filter chunks", dtype, err, g, tally);
+      }
+    }
+  }
+}
+
 // The permuting grouped input gradient on channel counts whose whole vectors split
 // unevenly into its blocks of 4 (5 vectors run as 3 + 2) and leave a masked tail:
 // at the best ISA, through the engine's choice.
@@ -462,6 +485,7 @@ int main() {
   CheckGroupPairs(&tally);
   CheckZippedPairs(&tally);
   CheckPermuteBlocks(&tally);
+  CheckFilterChunks(&tally);
   cpu::SetActiveIsa(selected);
   std::printf("%d passed, %d failed\n", tally.passed, tally.failed);
   return tally.failed == 0 ? 0 : 1;
