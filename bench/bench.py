@@ -43,7 +43,6 @@ the column XLA/plain is our op under XLA over our own kernel without XLA, in the
 rounds: what XLA costs or gains on these layers.
 """
 import argparse
-import ctypes
 import subprocess
 import json
 import math
@@ -266,44 +265,25 @@ def measure_peaks():
     return gflops, gbs
 
 
-def library_function(name, restype, argtypes):
-    """A C function of the op library (through ctypes), None where it has none."""
-    from tf_conv_backprop import _loader
-    # TF must load (and register) the library first: a plain dlopen would run its op
-    # registrations where TF does not look for them.
-    _loader.load_library()
-    try:
-        fn = getattr(ctypes.CDLL(_loader.library_path()), name)
-    except (OSError, AttributeError):
-        return None
-    fn.restype, fn.argtypes = restype, argtypes
-    return fn
-
-
 def fma_peak_gflops():
     """float32 GFLOP/s of the library's register-only FMA loop at the instruction set ours
     runs at (TF_CONV_BACKPROP_ISA caps it), on as many threads as TF's intra-op pool."""
-    fn = library_function("tf_conv_backprop_fma_peak_gflops", ctypes.c_double, [ctypes.c_int])
-    if fn is None:
-        return None
     threads = (tf.config.threading.get_intra_op_parallelism_threads()
                or len(os.sched_getaffinity(0)))
-    return fn(threads)
+    return _variants.fma_peak_gflops(threads)
 
 
 class Scratch:
-    """Our peak scratch bytes per call, read from the op library through ctypes."""
+    """Our peak scratch bytes per call, the op library's counter."""
 
     def __init__(self):
-        self.fn = library_function("tf_conv_backprop_scratch_peak_bytes", ctypes.c_int64,
-                                   [ctypes.c_int])
+        self.available = _variants.scratch_peak_bytes(False) is not None
 
     def reset(self):
-        if self.fn:
-            self.fn(1)
+        _variants.scratch_peak_bytes(True)
 
     def peak(self):
-        return self.fn(0) if self.fn else None
+        return _variants.scratch_peak_bytes(False)
 
 
 def compulsory_bytes(problem):
@@ -642,7 +622,7 @@ def main(argv=None):
           f"ISA variant: {os.environ.get('TF_CONV_BACKPROP_ISA', 'best supported')}; TF oneDNN: "
           f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default')} (max ISA "
           f"{os.environ.get('ONEDNN_MAX_CPU_ISA', 'any')}); "
-          f"rounds {args.rounds}; scratch counter: {'yes' if scratch.fn else 'no'}", flush=True)
+          f"rounds {args.rounds}; scratch counter: {'yes' if scratch.available else 'no'}", flush=True)
     rows = []
     for dtype, layout, *xla in configs:
         xla = bool(xla)

@@ -58,4 +58,3 @@ def test_bench_grouped_rows_at_a_capped_isa(tmp_path):
         assert abs(row["peak_fraction"] - row["ours_gflops"] / fma) < 1e-9 * fma, row
     (summary,) = report["summary"]
     assert summary["median_3x3_fma_fraction"] > 0, summary
-

@@ -21,12 +21,15 @@ def _library():
         lib.tf_conv_backprop_cpu_variant_count.restype = ctypes.c_int
     except (OSError, AttributeError):
         return None
-    for name, args in (("tf_conv_backprop_cpu_variant_row", [ctypes.c_int]),
-                       ("tf_conv_backprop_cpu_last_variant", [ctypes.c_int]),
-                       ("tf_conv_backprop_cpu_active_isa", []),
-                       ("tf_conv_backprop_cpu_forced_variant", [])):
+    for name, restype, args in (
+            ("tf_conv_backprop_cpu_variant_row", ctypes.c_char_p, [ctypes.c_int]),
+            ("tf_conv_backprop_cpu_last_variant", ctypes.c_char_p, [ctypes.c_int]),
+            ("tf_conv_backprop_cpu_active_isa", ctypes.c_char_p, []),
+            ("tf_conv_backprop_cpu_forced_variant", ctypes.c_char_p, []),
+            ("tf_conv_backprop_scratch_peak_bytes", ctypes.c_int64, [ctypes.c_int]),
+            ("tf_conv_backprop_fma_peak_gflops", ctypes.c_double, [ctypes.c_int])):
         fn = getattr(lib, name)
-        fn.restype, fn.argtypes = ctypes.c_char_p, args
+        fn.restype, fn.argtypes = restype, args
     return lib
 
 
@@ -58,3 +61,18 @@ def last_run(op_key):
     lib = _library()
     index = [op.key for op in _ops.OPS].index(op_key)
     return lib.tf_conv_backprop_cpu_last_variant(index).decode() if lib else None
+
+
+def scratch_peak_bytes(reset):
+    """The library's peak scratch bytes since the last reset (resetting it when asked);
+    None without the library."""
+    lib = _library()
+    return lib.tf_conv_backprop_scratch_peak_bytes(1 if reset else 0) if lib else None
+
+
+def fma_peak_gflops(threads):
+    """float32 GFLOP/s of the library's register-only multiply-add loop at the active ISA
+    on `threads` threads: the FMA peak `make bench` measures conv2d rows against; None
+    without the library."""
+    lib = _library()
+    return lib.tf_conv_backprop_fma_peak_gflops(threads) if lib else None

@@ -662,12 +662,14 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
                   : std::clamp<int64_t>(kL2BlockBytes / (unit_step * block_size * static_cast<int64_t>(sizeof(T))), 1,
                                         unit_blocks);
   struct Unit {
-    int64_t ub, image_band, first_ub, chunk_ubs;  // the chunk: unit blocks [first_ub, + chunk_ubs)
+    int64_t ub, image_band;
+    int64_t first_block, chunk_blocks;  // the blocks of its chunk
   };
   auto unit_of = [&](int64_t u) {
     const int64_t first_ub = u / (chunk * units_per_block) * chunk, chunk_ubs = std::min(chunk, unit_blocks - first_ub);
-    const int64_t r = u - first_ub * units_per_block;
-    return Unit{first_ub + r % chunk_ubs, r / chunk_ubs, first_ub, chunk_ubs};
+    const int64_t r = u - first_ub * units_per_block, first_block = first_ub * unit_step;
+    return Unit{first_ub + r % chunk_ubs, r / chunk_ubs, first_block,
+                std::min(blocks, (first_ub + chunk_ubs) * unit_step) - first_block};
   };
   // The dy rows a band of dx rows reads, oh = (ih + pad_top - kh*dh) / sh clipped to
   // the image (none when lo > hi).
@@ -761,10 +763,8 @@ bool DirectInputGradImpl(const CpuContext& ctx, const ConvGeometry& g, const T* 
       const int64_t ub = unit.ub, image_band = unit.image_band;
       const int64_t b = ub * unit_step, nblocks = std::min(unit_step, blocks - b);
       const int64_t n = image_band / bands, ih0 = (image_band % bands) * band;
-      const int64_t chunk_b0 = unit.first_ub * unit_step;
       const T* w_block =
-          block_weights(own, chunk_b0, std::min(blocks, (unit.first_ub + unit.chunk_ubs) * unit_step) - chunk_b0) +
-          (b - chunk_b0) * block_size;
+          block_weights(own, unit.first_block, unit.chunk_blocks) + (b - unit.first_block) * block_size;
       const int64_t group = group_of(b);
       const bool lone = zip && 2 * b + 1 == g.groups;  // a zipped block with one group
       const int64_t ih1 = std::min(g.in_rows, ih0 + band);
