@@ -1265,21 +1265,22 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
       1, std::min(kMaxBlockRows, (pack ? kPackedFilterBlockBytes : kDirectFilterBlockBytes) / row_bytes));
   // A pixel's channels as read (zipped: a pair's, 16).
   const int64_t x_depth = zip ? kLanes : pack ? cg : cin, dy_depth = zip ? kLanes : pack ? og : cout;
-  const int64_t packed_x = pack ? MaxFilterXRows(g, block_rows) * g.in_cols * x_depth : 0;  // the packed dy follows the packed x
+  // Blocks copied into tile order (see kTileOrderFilterBlocks); for one block of
+  // output channels the copy of x would cost as much as the tile.
+  const bool tiled = kTileOrderFilterBlocks && !pack && co_blocks > 1;
+  const int64_t max_x_rows = pack || tiled ? MaxFilterXRows(g, block_rows) : 0;  // the most x rows of a block
+  const int64_t packed_x = pack ? max_x_rows * g.in_cols * x_depth : 0;  // the packed dy follows the packed x
   const int64_t x_planes = kPlanarX ? g.in_rows * g.in_cols : 1;
   const int64_t x_stride = g.stride_cols * (kPlanarX ? 1 : x_depth);
   // A 1x1 filter reads each pixel's x once per tile, a new cache line every
   // pixel: fetch it kPrefetchPixels ahead (measured on 1x1 256->64 @56, kernel
   // only: double 17-19 -> 13-14 ms, float 6.7-7.9 -> 6.6-7.1 ms; 3x3 even).
   const int64_t x_ahead = taps == 1 && !pack ? kPrefetchPixels * x_stride : 0;
-  // Blocks copied into tile order (see kTileOrderFilterBlocks); for one block of
-  // output channels the copy of x would cost as much as the tile.
   constexpr int64_t kVectorLanes = kLanes * V;
-  const bool tiled = kTileOrderFilterBlocks && !pack && co_blocks > 1;
   const int64_t ci_tiles = CeilDiv(cg, int64_t{R});
   const int64_t phase_cols = CeilDiv(g.in_cols, g.stride_cols), tiled_row = phase_cols * g.stride_cols;
-  const int64_t x_panel = tiled ? MaxFilterXRows(g, block_rows) * tiled_row * R : 0;  // one tile's x
-  const int64_t dy_panel = block_rows * g.out_cols * kVectorLanes;                    // one block's dy
+  const int64_t x_panel = max_x_rows * tiled_row * R;  // one tile's x
+  const int64_t dy_panel = block_rows * g.out_cols * kVectorLanes;  // one block's dy
   auto enter_tiled = [&](int64_t group, int64_t r0, int64_t r1, In* scratch) {
     int64_t first = 0;
     const int64_t x_rows = FilterXRows(g, r0, r1, &first);
@@ -1302,14 +1303,10 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
         }
       }
     }
-    In* panel = scratch + ci_tiles * x_panel;
     const In* d = dy + r0 * g.out_cols * cout + group * og;
-    for (int64_t p = 0; p < (r1 - r0) * g.out_cols; ++p, d += cout) {
-      for (int64_t b = 0; b < co_blocks; ++b) {
-        In* to = panel + b * dy_panel + p * kVectorLanes;
-#pragma GCC unroll 16
-        for (int e = 0; e < kVectorLanes; ++e) to[e] = d[b * kVectorLanes + e];
-      }
+    for (int64_t b = 0; b < co_blocks; ++b) {
+      CopyChannels(d + b * kVectorLanes, cout, kVectorLanes, (r1 - r0) * g.out_cols,
+                   scratch + ci_tiles * x_panel + b * dy_panel);
     }
   };
   auto enter = [&](int64_t group, int64_t r0, int64_t r1, In* scratch) {
@@ -1337,33 +1334,26 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
                                                        ? int64_t{-1}
                                                        : (g.in_cols - 1 - col0) / g.stride_cols);
     if (ow_lo > ow_hi) return 0;
-    if (tiled) {  // tile 0's x and block 0's dy in tile order
-      int64_t x_row0 = 0;
-      FilterXRows(g, r0, r1, &x_row0);
-      const int64_t col = ow_lo * g.stride_cols + col0, x_col = col % g.stride_cols * phase_cols + col / g.stride_cols;
-      for (int64_t row = r0; row < r1; ++row) {
-        const int64_t n = row / g.out_rows, oh = row % g.out_rows;
-        const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
-        if (ih < 0 || ih >= g.in_rows) continue;
-        segs[nsegs++] = FilterSegment<In>{scratch + ((n * g.in_rows + ih - x_row0) * tiled_row + x_col) * R,
-                                          scratch + ci_tiles * x_panel + ((row - r0) * g.out_cols + ow_lo) * kVectorLanes,
-                                          ow_hi - ow_lo + 1};
-      }
-      return nsegs;
-    }
-    // Where row 0 of what the tiles read sits: x and dy, or their packed rows.
+    // What the tiles read: x and dy, their packed rows, or their copies in tile order
+    // (tile 0's x, block 0's dy). Where row 0 sits, a row's length and where the run
+    // starts in it, and the values a pixel (of x: a column) spans.
     int64_t x_row0 = 0, dy_row0 = 0;
+    int64_t image_rows = (kPlanarX ? cin : 1) * g.in_rows, x_row = g.in_cols, x_col = ow_lo * g.stride_cols + col0;
+    int64_t x_pixel = kPlanarX ? 1 : x_depth, dy_pixel = dy_depth;
     const In* xs = x;
     const In* ds = dy;
     if (pack) FilterXRows(g, r0, r1, &x_row0), dy_row0 = r0, xs = scratch, ds = scratch + packed_x;
+    if (tiled) {
+      FilterXRows(g, r0, r1, &x_row0), dy_row0 = r0, xs = scratch, ds = scratch + ci_tiles * x_panel;
+      image_rows = g.in_rows, x_row = tiled_row, x_col = x_col % g.stride_cols * phase_cols + x_col / g.stride_cols;
+      x_pixel = R, dy_pixel = kVectorLanes;
+    }
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t n = row / g.out_rows, oh = row % g.out_rows;
       const int64_t ih = oh * g.stride_rows + kh * g.dilation_rows - g.pad_top;
       if (ih < 0 || ih >= g.in_rows) continue;
-      const int64_t pixel =
-          (n * (kPlanarX ? cin : 1) * g.in_rows + ih - x_row0) * g.in_cols + ow_lo * g.stride_cols + col0;
-      segs[nsegs++] = FilterSegment<In>{xs + pixel * (kPlanarX ? 1 : x_depth),
-                                        ds + ((row - dy_row0) * g.out_cols + ow_lo) * dy_depth, ow_hi - ow_lo + 1};
+      segs[nsegs++] = FilterSegment<In>{xs + ((n * image_rows + ih - x_row0) * x_row + x_col) * x_pixel,
+                                        ds + ((row - dy_row0) * g.out_cols + ow_lo) * dy_pixel, ow_hi - ow_lo + 1};
     }
     return nsegs;
   };
@@ -1374,36 +1364,30 @@ void DirectFilterGradImpl(const CpuContext& ctx, const ConvGeometry& g, const In
                   bool first_block, In* scratch) {
     T* dw_tile = dw + (t * cg + ci0) * cout + (zip ? 2 * group : group) * og;
     const bool first = first_block && !accumulate;
-    if (tiled) {
-      for (int64_t b = 0; b < co_blocks; ++b) {
-        FilterSegment<In> block_segs[kMaxBlockRows];
-        for (int i = 0; i < nsegs; ++i) {
-          block_segs[i] = FilterSegment<In>{segs[i].x + ci0 / R * x_panel, segs[i].dy + b * dy_panel, segs[i].count};
-        }
-        DirectFilterTileAnyRows<T, In, V, false>(rows, block_segs, nsegs, R, 1, 0, kVectorLanes, first,
-                                                 dw_tile + b * kVectorLanes, cout);
-      }
-      return;
-    }
-    // The tile's first channels in what the segments point at.
-    const int64_t x_channel = zip ? 2 * ci0 : pack ? ci0 : group * cg + ci0, dy_channel = pack ? 0 : group * og;
+    // The tile's first channels in what the segments point at (in tile order: its
+    // tile's x), and how far apart the blocks of output channels are there.
+    const int64_t x_shift = tiled ? ci0 / R * x_panel : (zip ? 2 * ci0 : pack ? ci0 : group * cg + ci0) * x_planes;
+    const int64_t dy_shift = tiled || pack ? 0 : group * og, block_step = tiled ? dy_panel : kVectorLanes;
     FilterSegment<In> shifted[kMaxBlockRows];
     for (int i = 0; i < nsegs; ++i) {
-      shifted[i] = FilterSegment<In>{segs[i].x + x_channel * x_planes, segs[i].dy + dy_channel, segs[i].count};
+      shifted[i] = FilterSegment<In>{segs[i].x + x_shift, segs[i].dy + dy_shift, segs[i].count};
     }
     for (int64_t b = 0; b < co_blocks; ++b) {
       FilterSegment<In> block_segs[kMaxBlockRows];
       for (int i = 0; i < nsegs; ++i) {
-        block_segs[i] = FilterSegment<In>{shifted[i].x, shifted[i].dy + b * kLanes * V, shifted[i].count};
+        block_segs[i] = FilterSegment<In>{shifted[i].x, shifted[i].dy + b * block_step, shifted[i].count};
       }
-      if (kCanZip && zip) {
+      if (tiled) {
+        DirectFilterTileAnyRows<T, In, V, false>(rows, block_segs, nsegs, R, 1, 0, kVectorLanes, first,
+                                                 dw_tile + b * kVectorLanes, cout);
+      } else if (kCanZip && zip) {
         if constexpr (kCanZip) {
           DirectFilterTileAnyRows<T, In, V, false, true>(rows, block_segs, nsegs, x_stride, 1, 0, dy_depth, first,
                                                          dw_tile, cout, 2 * group + 1 == g.groups);
         }
       } else {
         DirectFilterTileAnyRows<T, In, V, kPlanarX>(rows, block_segs, nsegs, x_stride, x_planes, x_ahead, dy_depth,
-                                                    first, dw_tile + b * kLanes * V, cout);
+                                                    first, dw_tile + b * kVectorLanes, cout);
       }
     }
   };
